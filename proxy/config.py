@@ -1,0 +1,299 @@
+"""YAML plus environment -> frozen, validated settings, once, at start.
+
+`${VAR}` and `${VAR:-default}` are replaced from the environment before parsing.
+Every key is checked against the dataclasses below: an unknown key or a bad value is
+refused with one line that names the key path and what is allowed. Nothing else in
+the proxy reads `os.environ`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from proxy.errors import ConfigError
+
+STRATEGY_NAMES = ("full", "turns", "summarize", "anchored", "reset")
+USAGE_PREFERENCES = ("max", "feed_first", "tokenizer_first")
+SPLITS = ("ratio", "recent-turns")
+
+Check = Callable[[Any], str | None]
+
+
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else f"must be > 0, got {value}"
+
+
+def _non_negative(value: Any) -> str | None:
+    return None if value >= 0 else f"must be >= 0, got {value}"
+
+
+def _ratio(value: Any) -> str | None:
+    return None if 0 < value <= 1 else f"must be > 0 and <= 1, got {value}"
+
+
+def _unit(value: Any) -> str | None:
+    return None if 0 <= value < 1 else f"must be >= 0 and < 1, got {value}"
+
+
+def _one_of(*allowed: str) -> Check:
+    def check(value: Any) -> str | None:
+        return None if value in allowed else f"must be one of {', '.join(allowed)}, got {value!r}"
+
+    return check
+
+
+def _port(value: Any) -> str | None:
+    return None if 0 <= value <= 65535 else f"must be a port number 0-65535, got {value}"
+
+
+def _url(value: Any) -> str | None:
+    ok = value.startswith(("http://", "https://"))
+    return None if ok else f"must start with http:// or https://, got {value!r}"
+
+
+def _redis_url(value: Any) -> str | None:
+    ok = value == "embedded" or value.startswith(("redis://", "rediss://", "unix://"))
+    return None if ok else f"must be 'embedded' or a redis://, rediss:// or unix:// URL, got {value!r}"
+
+
+def _header_name(value: Any) -> str | None:
+    return None if re.fullmatch(r"[A-Za-z0-9-]+", value) else f"must be an HTTP header name, got {value!r}"
+
+
+def _strategy(value: Any) -> str | None:
+    specs = value if isinstance(value, tuple) else (value,)
+    if not specs:
+        return "must name at least one strategy"
+    for spec in specs:
+        name = parse_strategy_spec(spec)[0]
+        if name not in STRATEGY_NAMES:
+            allowed = ", ".join(STRATEGY_NAMES)
+            return f"unknown strategy {spec!r}; allowed: {allowed}, background(<one of them>), or a list"
+    return None
+
+
+def parse_strategy_spec(spec: str) -> tuple[str, bool]:
+    """`"summarize"` -> ("summarize", False); `"background(anchored)"` -> ("anchored", True)."""
+    match = re.fullmatch(r"\s*background\(\s*([a-z-]+)\s*\)\s*", spec)
+    if match:
+        return match.group(1), True
+    return spec.strip(), False
+
+
+def _check(fn: Check, default: Any = dataclasses.MISSING) -> Any:
+    if default is dataclasses.MISSING:
+        return field(metadata={"check": fn})
+    return field(default=default, metadata={"check": fn})
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = _check(_port, 8080)
+    max_body_mb: float = _check(_positive, 32.0)
+    shutdown_timeout_s: float = _check(_positive, 30.0)
+
+
+@dataclass(frozen=True)
+class UpstreamSettings:
+    base_url: str = _check(_url, "https://api.openai.com/v1")
+    api_key: str = ""
+    timeout_s: float = _check(_positive, 600.0)
+    connect_timeout_s: float = _check(_positive, 10.0)
+    max_connections: int = _check(_positive, 256)
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    url: str = _check(_redis_url, "embedded")
+    data_dir: str = ".data"
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    header: str = _check(_header_name, "X-Session-Id")
+    ttl_s: int = _check(_positive, 2592000)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Per-model overrides; None means "use the `context` default"."""
+
+    context_window: int | None = _check(_positive, None)
+    trigger_ratio: float | None = _check(_ratio, None)
+    strategy: tuple[str, ...] | None = _check(_strategy, None)
+    encoding: str | None = None
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    strategy: tuple[str, ...] = _check(_strategy, ("summarize",))
+    context_window: int = _check(_positive, 128000)
+    trigger_ratio: float = _check(_ratio, 0.7)
+    usage_preference: str = _check(_one_of(*USAGE_PREFERENCES), "max")
+    compression_model: str | None = None
+    compression_timeout_s: float = _check(_positive, 60.0)
+    split: str = _check(_one_of(*SPLITS), "ratio")
+    preserve_ratio: float = _check(_ratio, 0.8)
+    preserve_recent_messages: int = _check(_positive, 1)
+    keep_recent: int = _check(_non_negative, 8)
+    compact_after: int = _check(_positive, 20)
+    min_shrink_ratio: float = _check(_unit, 0.5)
+    validator: str | None = None
+    models: Mapping[str, ModelSettings] = field(default_factory=dict)
+
+    def for_model(self, model: str) -> ModelSettings:
+        return self.models.get(model) or ModelSettings()
+
+
+@dataclass(frozen=True)
+class Settings:
+    server: ServerSettings = field(default_factory=ServerSettings)
+    upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
+    redis: RedisSettings = field(default_factory=RedisSettings)
+    sessions: SessionSettings = field(default_factory=SessionSettings)
+    context: ContextSettings = field(default_factory=ContextSettings)
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: Any, env: Mapping[str, str], path: str = "") -> Any:
+    """Replace `${VAR}` and `${VAR:-default}` in every string value; an unset bare `${VAR}` is an error."""
+    if isinstance(value, dict):
+        return {k: expand_env(v, env, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, env, f"{path}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in env and (env[name] != "" or default is None):
+            return env[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{path}: environment variable {name} is not set (write ${{{name}:-}} to allow empty)")
+
+    expanded = _ENV_REF.sub(replace, value)
+    if expanded != value and re.fullmatch(r"null|~", expanded.strip()):
+        return None
+    return expanded
+
+
+def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Read the config file (or the defaults when the default path does not exist)."""
+    env = os.environ if env is None else env
+    explicit = path is not None or "CONTEXT_PROXY_CONFIG" in env
+    config_path = Path(path or env.get("CONTEXT_PROXY_CONFIG") or "config.yaml")
+    if not config_path.exists():
+        if explicit:
+            raise ConfigError(f"config: file {config_path} does not exist")
+        return Settings()
+    try:
+        raw = yaml.safe_load(config_path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config: {config_path} is not valid YAML: {exc}".replace("\n", " ")) from exc
+    return settings_from_mapping(expand_env(raw or {}, env))
+
+
+def settings_from_mapping(raw: Any) -> Settings:
+    result: Settings = _build(Settings, raw, "")
+    context = result.context
+    if context.compact_after <= context.keep_recent:
+        raise ConfigError(
+            f"context.compact_after: must be > context.keep_recent ({context.keep_recent}), got {context.compact_after}"
+        )
+    return result
+
+
+def _build(cls: type[Any], raw: Any, path: str) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{path or 'config'}: must be a mapping, got {_kind(raw)}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        key_path = f"{path}.{key}" if path else str(key)
+        if key not in fields:
+            raise ConfigError(f"{key_path}: unknown key; allowed: {', '.join(fields)}")
+        values[key] = _coerce(hints[key], value, key_path)
+        check = fields[key].metadata.get("check")
+        if check is not None and values[key] is not None:
+            problem = check(values[key])
+            if problem:
+                raise ConfigError(f"{key_path}: {problem}")
+    return cls(**values)
+
+
+def _coerce(hint: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(inner, value, path)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, path)  # type: ignore[arg-type]
+    if origin is Mapping:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: must be a mapping, got {_kind(value)}")
+        return {str(k): _coerce(args[1], v, f"{path}.{k}") for k, v in value.items()}
+    if origin is tuple:
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(item, str) for item in items):
+            raise ConfigError(f"{path}: must be a string or a list of strings, got {value!r}")
+        return tuple(items)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+            return int(value)
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif hint is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+    raise ConfigError(f"{path}: must be {_hint_name(hint)}, got {_kind(value)} {value!r}")
+
+
+def _hint_name(hint: Any) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(hint, str(hint))
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def with_overrides(settings: Settings, *, host: str | None = None, port: int | None = None) -> Settings:
+    server = settings.server
+    if host is not None:
+        server = dataclasses.replace(server, host=host)
+    if port is not None:
+        problem = _port(port)
+        if problem:
+            raise ConfigError(f"--port: {problem}")
+        server = dataclasses.replace(server, port=port)
+    return dataclasses.replace(settings, server=server)

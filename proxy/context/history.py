@@ -1,0 +1,43 @@
+"""Make a message list valid for the Chat Completions API before every send.
+
+ContextChef's ensureValidHistory: tool results with no matching tool call are dropped,
+a tool call with no result gets a placeholder result, and the first message after
+the leading system/developer block is a user message (a placeholder user message is
+inserted when it is not). Pure; returns a new list.
+"""
+
+from __future__ import annotations
+
+from proxy.sessions import leading_count
+from proxy.types import Message
+
+MISSING_RESULT = "[tool result unavailable: it was not recorded]"
+CONTINUATION = "[conversation continues]"
+
+
+def ensure_valid_history(messages: list[Message]) -> list[Message]:
+    out: list[Message] = []
+    pending: list[str] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in pending:
+                pending.remove(call_id)
+                out.append(message)
+            continue
+        _fill_missing(out, pending)
+        out.append(message)
+        if role == "assistant":
+            pending = [c.get("id") for c in message.get("tool_calls") or () if c.get("id")]
+    _fill_missing(out, pending)
+    lead = leading_count(out)
+    if lead < len(out) and out[lead].get("role") != "user":
+        out.insert(lead, {"role": "user", "content": CONTINUATION})
+    return out
+
+
+def _fill_missing(out: list[Message], pending: list[str]) -> None:
+    for call_id in pending:
+        out.append({"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT})
+    pending.clear()

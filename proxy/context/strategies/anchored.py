@@ -1,0 +1,24 @@
+"""`anchored`: a persistent anchor document absorbs each newly evicted span.
+
+Only the span leaving the window now is sent, together with the current anchor; the
+model returns the merged anchor. Cheaper than re-summarizing, and it drifts less.
+"""
+
+from __future__ import annotations
+
+from proxy.context.strategies.base import CompactionInput, CompactionResult
+from proxy.context.strategies.prompts import ANCHOR_PREFIX, anchor_request
+from proxy.context.strategies.summarize import Summarize
+from proxy.context.strategies.summarizing import evicted_messages, summarize_span
+
+
+class Anchored(Summarize):
+    name = "anchored"
+
+    async def compact(self, data: CompactionInput) -> CompactionResult:
+        cut = self.cut(data)
+        request = anchor_request(evicted_messages(data, cut), data.history.window.anchor)
+        return await summarize_span(
+            data, strategy=self.name, cut=cut, request=request, prefix=ANCHOR_PREFIX,
+            min_shrink_ratio=0.0, validator=self.validator, anchored=True,
+        )  # fmt: skip

@@ -1,0 +1,79 @@
+"""The context window's durable state: lineage, boundary, summary, lifted pinned messages.
+
+A window is what the model sees of a session's past. It changes only when an
+overflow lands: then the turns up to `boundary` leave (archived, still in the
+journal) and `summary` stands in for them, while the leading system/developer
+messages and any pinned turns they held are kept verbatim in `leading`/`pinned`.
+Stored as JSON in the session's meta, so every replica and every restart composes
+the same prefix byte for byte until the next overflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from proxy.types import JSONObject, Message
+
+FIRST_WINDOW = "win_0"
+
+
+@dataclass(frozen=True)
+class Window:
+    current: str = FIRST_WINDOW
+    first: str = FIRST_WINDOW
+    previous: str | None = None
+    boundary: int = -1
+    """Seq of the last journal turn that left the window (-1: none has)."""
+    summary: Message | None = None
+    summary_tokens: int = 0
+    anchor: str | None = None
+    """anchored strategy: the anchor document the summary message carries."""
+    leading: tuple[Message, ...] = ()
+    leading_tokens: tuple[int, ...] = ()
+    leading_hashes: tuple[str, ...] = ()
+    pinned: tuple[Message, ...] = ()
+    pinned_tokens: tuple[int, ...] = ()
+    evicted_turns: int = 0
+
+    def advance(self, **changes: Any) -> Window:
+        """The next window in the lineage: {first, previous, current} moves one step."""
+        number = int(self.current.rsplit("_", 1)[1]) + 1
+        return replace(self, previous=self.current, current=f"win_{number}", **changes)
+
+    def to_json(self) -> JSONObject:
+        return {
+            "current": self.current,
+            "first": self.first,
+            "previous": self.previous,
+            "boundary": self.boundary,
+            "summary": self.summary,
+            "summary_tokens": self.summary_tokens,
+            "anchor": self.anchor,
+            "leading": list(self.leading),
+            "leading_tokens": list(self.leading_tokens),
+            "leading_hashes": list(self.leading_hashes),
+            "pinned": list(self.pinned),
+            "pinned_tokens": list(self.pinned_tokens),
+            "evicted_turns": self.evicted_turns,
+        }
+
+    @classmethod
+    def from_json(cls, data: JSONObject | None) -> Window:
+        if not data:
+            return cls()
+        return cls(
+            current=data["current"],
+            first=data.get("first", FIRST_WINDOW),
+            previous=data.get("previous"),
+            boundary=int(data.get("boundary", -1)),
+            summary=data.get("summary"),
+            summary_tokens=int(data.get("summary_tokens", 0)),
+            anchor=data.get("anchor"),
+            leading=tuple(data.get("leading", ())),
+            leading_tokens=tuple(data.get("leading_tokens", ())),
+            leading_hashes=tuple(data.get("leading_hashes", ())),
+            pinned=tuple(data.get("pinned", ())),
+            pinned_tokens=tuple(data.get("pinned_tokens", ())),
+            evicted_turns=int(data.get("evicted_turns", 0)),
+        )

@@ -1,0 +1,229 @@
+"""`POST /v1/chat/completions`: the managed path, told as the request's story.
+
+identify -> load and reconcile -> count the new input -> fit under budget (maybe
+compact) -> compose -> forward -> relay -> record the turn -> feed usage back.
+`X-Context-Strategy: off` skips all of it: a pure pass-through, not journaled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+
+import orjson
+from aiohttp import web
+
+from proxy.context.budget import Budget, make_budget
+from proxy.context.compose import History
+from proxy.context.history import ensure_valid_history
+from proxy.context.janitor import fit
+from proxy.context.tokens import count_message, request_overhead
+from proxy.context.strategies import CompactionInput, Strategy, StrategyError, Summarizer
+from proxy.context.tokens import Encoder
+from proxy.handlers.compaction import (
+    CompactionContext,
+    archive_uri,
+    exclusive,
+    land,
+    make_summarizer,
+    record_failure,
+    settle,
+)
+from proxy.handlers.conversation import Conversation, load_conversation
+from proxy.handlers.passthrough import relay_raw
+from proxy.handlers.relay import Outcome, StreamRelay, relay_json
+from proxy.handlers.validation import ChatRequest, parse_chat_request, read_body
+from proxy.keys import METRICS, ROUTE_MODEL, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
+from proxy.sessions import Identity, TurnDraft, identify, message_hash, tenant_of, wire
+from proxy.types import Message
+
+log = logging.getLogger("context_proxy.chat")
+
+STRATEGY_HEADER = "X-Context-Strategy"
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    settings = app[SETTINGS]
+    chat = parse_chat_request(await read_body(request, int(settings.server.max_body_mb * 1024 * 1024)))
+    request[ROUTE_MODEL] = chat.model
+    spec = app[STRATEGIES].spec_for(chat.model, request.headers.get(STRATEGY_HEADER))
+    if spec is None:
+        return await _pass_through(request, chat)
+    request_id = "req_" + uuid.uuid4().hex[:24]
+    authorization = request.headers.get("Authorization")
+
+    identity = identify(
+        tenant=tenant_of(authorization, settings.upstream.api_key),
+        path_session=request.match_info.get("session"),
+        header_session=request.headers.get(settings.sessions.header),
+        header_name=settings.sessions.header,
+        messages=chat.messages,
+    )
+    conversation = await load_conversation(app[STORE], identity, chat.messages)
+    new_input = conversation.reconciled.new_input
+
+    tokens = app[TOKENS]
+    encoder = await tokens.encoder_for(chat.model)
+    new_tokens = await tokens.count_messages(encoder, new_input)
+    overhead = request_overhead(encoder, chat.body.get("tools"))
+    model_settings = settings.context.for_model(chat.model)
+    budget = make_budget(
+        context_window=model_settings.context_window or settings.context.context_window,
+        trigger_ratio=model_settings.trigger_ratio or settings.context.trigger_ratio,
+        max_output_tokens=chat.max_output_tokens,
+        overhead=overhead,
+        calibration=tokens.calibration(chat.model, encoder),
+    )
+    strategy = app[STRATEGIES].build(spec)
+    summarizer = make_summarizer(
+        app[UPSTREAM],
+        model=settings.context.compression_model or chat.model,
+        authorization=authorization,
+        timeout_s=settings.context.compression_timeout_s,
+    )
+    fitted = await fit(
+        conversation.history,
+        new_tokens=sum(new_tokens),
+        budget=budget,
+        strategy=strategy,
+        summarizer=summarizer,
+        archive_uri=archive_uri(conversation.history.window),
+        count_text=lambda text: len(encoder.encode_ordinary(text)),
+        breaker=conversation.breaker,
+        usage=conversation.usage,
+        preference=settings.context.usage_preference,
+    )
+    compaction = CompactionContext(app[STORE], conversation.keys, settings, app[METRICS])
+    await settle(compaction, fitted, conversation.stored_window, conversation.breaker, strategy.name, request_id=request_id)
+
+    messages = compose_messages(fitted.history, new_input)
+    sent_tokens = fitted.tokens + sum(new_tokens) + overhead
+    window_id = fitted.history.window.current
+    extra = {
+        "X-Session-Id": identity.session,
+        "X-Context-Window-Id": window_id,
+        "X-Context-Tokens": str(sent_tokens),
+        STRATEGY_HEADER: strategy.name,
+        "X-Request-Id": request_id,
+    }
+    draft = TurnDraft(
+        model=chat.model,
+        input=new_input,
+        input_tokens=new_tokens,
+        input_hashes=conversation.reconciled.new_hashes,
+        encoding=encoder.name,
+        request_id=request_id,
+        window=window_id,
+        stream=chat.stream,
+    )
+    outcome = Outcome("interrupted")
+    try:
+        response, outcome = await _forward_and_relay(request, chat, messages, extra)
+    finally:
+        await asyncio.shield(_record(request, conversation, draft, outcome, sent_tokens, encoder))
+    if fitted.deferred:
+        job = _background_job(compaction, conversation, strategy, summarizer, budget, encoder, request_id)
+        app[RUNNER].submit(conversation.keys.index_member, lambda: exclusive(compaction, job))
+    return response
+
+
+def compose_messages(history: History, new_input: list[Message]) -> list[Message]:
+    """The messages sent upstream: history + new input, valid, without proxy markers."""
+    return [wire(m) for m in ensure_valid_history([*history.messages(), *new_input])]
+
+
+async def _forward_and_relay(
+    request: web.Request, chat: ChatRequest, messages: list[Message], extra: dict[str, str]
+) -> tuple[web.StreamResponse, Outcome]:
+    app = request.app
+    upstream = app[UPSTREAM]
+    body = {**chat.body, "messages": messages}
+    if chat.stream:
+        body["stream_options"] = {**(chat.body.get("stream_options") or {}), "include_usage": True}
+    headers = upstream.headers_for(request.headers, session_header=app[SETTINGS].sessions.header)
+    headers["Content-Type"] = "application/json"
+    headers["Accept-Encoding"] = "identity"
+    started = asyncio.get_running_loop().time()
+    answer = await upstream.send("POST", "/v1/chat/completions", headers=headers, body=orjson.dumps(body))
+    app[METRICS].upstream_done("/v1/chat/completions", asyncio.get_running_loop().time() - started)
+    if not chat.stream:
+        return await relay_json(request, answer, extra)
+    relay = StreamRelay(answer, include_usage=chat.include_usage)
+    try:
+        response = await relay.run(request, extra)
+    finally:
+        outcome = relay.outcome
+    return response, outcome
+
+
+async def _record(
+    request: web.Request, conversation: Conversation, draft: TurnDraft, outcome: Outcome, sent_tokens: int, encoder: Encoder
+) -> None:
+    """Journal the turn (shielded: a client that leaves cannot cancel it) and feed usage back."""
+    app = request.app
+    tokens = app[TOKENS]
+    output = outcome.output
+    output_tokens = count_message(encoder, output) if output else 0
+    record = draft.record(
+        status=outcome.status,  # type: ignore[arg-type]
+        output=output,
+        output_tokens=output_tokens,
+        output_hash=message_hash(output) if output else None,
+        usage=outcome.usage,
+        error=outcome.error,
+    )
+    feedback = None
+    prompt_tokens = (outcome.usage or {}).get("prompt_tokens")
+    if outcome.status == "completed" and isinstance(prompt_tokens, int):
+        feedback = {"prompt": prompt_tokens, "local": sent_tokens, "window": draft.window}
+        tokens.observe_usage(draft.model, reported=prompt_tokens, local=sent_tokens)
+    await app[STORE].append_turn(
+        conversation.keys,
+        record,
+        parent=conversation.reconciled.parent,
+        completed=outcome.status == "completed",
+        hashes=record["hashes"],
+        ttl_s=app[SETTINGS].sessions.ttl_s,
+        usage=feedback,
+    )
+
+
+def _background_job(
+    ctx: CompactionContext,
+    conversation: Conversation,
+    strategy: Strategy,
+    summarizer: Summarizer,
+    budget: Budget,
+    encoder: Encoder,
+    request_id: str,
+) -> Callable[[], Awaitable[None]]:
+    """The deferred compaction: reload the session (it now has this turn) and compact it."""
+    identity = Identity(conversation.identity.tenant, conversation.identity.session, derived=False)
+
+    async def job() -> None:
+        current = await load_conversation(ctx.store, identity, [])
+        history = current.history
+        data = CompactionInput(
+            history, budget, 0, summarizer, archive_uri(history.window), lambda text: len(encoder.encode_ordinary(text))
+        )
+        try:
+            result = await strategy.compact(data)
+        except StrategyError as exc:
+            await record_failure(ctx, current.breaker, strategy.name, str(exc), request_id=request_id)
+            return
+        if result.changed:
+            await land(ctx, current.stored_window, result, request_id=request_id)
+
+    return job
+
+
+async def _pass_through(request: web.Request, chat: ChatRequest) -> web.StreamResponse:
+    """`X-Context-Strategy: off`: the body goes as the client sent it; nothing is journaled."""
+    app = request.app
+    upstream = app[UPSTREAM]
+    headers = upstream.headers_for(request.headers, session_header=app[SETTINGS].sessions.header)
+    answer = await upstream.send("POST", "/v1/chat/completions", headers=headers, body=chat.raw, query=request.query)
+    return await relay_raw(request, answer)

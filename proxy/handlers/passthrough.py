@@ -1,0 +1,38 @@
+"""Every `/v1/...` route the proxy does not manage: sent upstream as it is.
+
+Method, query, headers (less hop-by-hop ones) and body go out streamed; status,
+headers and body come back streamed, unchanged. The client's Authorization is kept;
+a client with none gets `upstream.api_key`.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from proxy.keys import SETTINGS, UPSTREAM
+from proxy.upstream import UpstreamResponse
+
+
+async def passthrough(request: web.Request) -> web.StreamResponse:
+    upstream = request.app[UPSTREAM]
+    headers = upstream.headers_for(request.headers, session_header=request.app[SETTINGS].sessions.header)
+    body = request.content if request.body_exists else None
+    answer = await upstream.send(
+        request.method, "/v1/" + request.match_info["tail"], headers=headers, body=body, query=request.query
+    )
+    return await relay_raw(request, answer)
+
+
+async def relay_raw(request: web.Request, answer: UpstreamResponse) -> web.StreamResponse:
+    """Stream an upstream answer back byte for byte; a client that leaves closes it."""
+    response = web.StreamResponse(status=answer.status, headers=answer.relay_headers())
+    if answer.content_length is not None:
+        response.content_length = answer.content_length
+    try:
+        await response.prepare(request)
+        async for chunk in answer.iter_chunks():
+            await response.write(chunk)
+        await response.write_eof()
+    finally:
+        answer.close()
+    return response

@@ -1,0 +1,135 @@
+"""Relay an upstream chat answer to the client, streamed or not, and learn what it said.
+
+Both paths return an `Outcome`: the status the turn is journaled with, the assembled
+assistant message and the usage. Upstream error answers are relayed unchanged (their
+status, headers and body) and make the turn `failed`. A client that goes away
+cancels the upstream request and makes the turn `interrupted`.
+
+Streaming: the upstream is always asked for `include_usage`; its usage-only final
+chunk is dropped on the way back unless the client asked for it. Events are parsed
+incrementally and forwarded as soon as each one is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import orjson
+from aiohttp import web
+
+from proxy.errors import ProxyError
+from proxy.upstream import SSEParser, StreamAssembler, UpstreamResponse, is_usage_only, parse_chunk
+from proxy.types import JSONObject, Message
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    output: Message | None = None
+    usage: JSONObject | None = None
+    error: JSONObject | None = None
+
+
+def _error_of(body: bytes, status: int) -> JSONObject:
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return {"status": status, "message": body[:500].decode(errors="replace")}
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return {"status": status, **(error if isinstance(error, dict) else {"message": str(parsed)[:500]})}
+
+
+def _assistant_message(raw: JSONObject) -> Message:
+    message: Message = {"role": raw.get("role") or "assistant", "content": raw.get("content")}
+    for key in ("tool_calls", "refusal", "function_call", "audio"):
+        if raw.get(key):
+            message[key] = raw[key]
+    return message
+
+
+def _headers(answer: UpstreamResponse, extra: Mapping[str, str]) -> dict[str, str]:
+    headers = {k: v for k, v in answer.relay_headers().items() if k.lower() != "content-encoding"}
+    headers.update(extra)
+    return headers
+
+
+async def relay_json(request: web.Request, answer: UpstreamResponse, extra: Mapping[str, str]) -> tuple[web.Response, Outcome]:
+    try:
+        body = await answer.read()
+    except asyncio.CancelledError:
+        answer.close()
+        raise
+    except ProxyError as exc:
+        return _error_response(exc), Outcome("failed", error={"status": exc.status, "message": exc.message})
+    response = web.Response(status=answer.status, body=body, headers=_headers(answer, extra))
+    if answer.status >= 400:
+        return response, Outcome("failed", error=_error_of(body, answer.status))
+    try:
+        parsed = orjson.loads(body)
+        choice = parsed["choices"][0]
+        outcome = Outcome("completed", _assistant_message(choice["message"]), parsed.get("usage"))
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+        outcome = Outcome("failed", error={"status": answer.status, "message": "upstream answer was not a chat completion"})
+    return response, outcome
+
+
+def _error_response(exc: ProxyError) -> web.Response:
+    return web.Response(status=exc.status, body=orjson.dumps(exc.body()), content_type="application/json")
+
+
+class StreamRelay:
+    """Relays one SSE answer; `outcome` is known once `run` returns or raises."""
+
+    def __init__(self, answer: UpstreamResponse, *, include_usage: bool) -> None:
+        self.answer = answer
+        self.include_usage = include_usage
+        self.assembler = StreamAssembler()
+        self.outcome = Outcome("interrupted")
+        self._parser = SSEParser()
+
+    async def run(self, request: web.Request, extra: Mapping[str, str]) -> web.StreamResponse:
+        answer = self.answer
+        if answer.status >= 400 or "text/event-stream" not in answer.headers.get("Content-Type", ""):
+            response, self.outcome = await relay_json(request, answer, extra)
+            if self.outcome.status == "completed":
+                self.outcome = Outcome("failed", error={"status": answer.status, "message": "expected an event stream"})
+            return response
+        response = web.StreamResponse(status=answer.status, headers=_headers(answer, extra))
+        try:
+            await response.prepare(request)
+            async for chunk in answer.iter_chunks():
+                out = self._forwardable(self._parser.feed(chunk))
+                if out:
+                    await response.write(out)
+            tail = self._forwardable(self._parser.flush())
+            if tail:
+                await response.write(tail)
+            await response.write_eof()
+        except ProxyError as exc:
+            self.outcome = Outcome("failed", self.assembler.message(), error={"status": exc.status, "message": exc.message})
+            answer.close()
+            return response
+        except (asyncio.CancelledError, ConnectionResetError):
+            answer.close()
+            self.outcome = Outcome("interrupted", self.assembler.message(), self.assembler.usage)
+            raise
+        a = self.assembler
+        if a.error is not None:
+            self.outcome = Outcome("failed", a.message(), a.usage, {"status": answer.status, **a.error})
+        else:
+            self.outcome = Outcome("completed", a.message(), a.usage)
+        return response
+
+    def _forwardable(self, events: list) -> bytes:  # type: ignore[type-arg]
+        out = []
+        for event in events:
+            if event.data is not None and not event.done:
+                chunk = parse_chunk(event.data)
+                if isinstance(chunk, dict):
+                    self.assembler.add(chunk)
+                    if not self.include_usage and is_usage_only(chunk):
+                        continue
+            out.append(event.raw)
+        return b"".join(out)

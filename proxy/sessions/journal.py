@@ -1,0 +1,116 @@
+"""Journal entries: a turn as it is stored and read back.
+
+A turn is what one chat request did to a session: its new input messages, the
+output message, its status, model, usage, timestamps, request id and the window it
+was answered in. Turns are written once (`append_turn`) and never edited; only
+`completed` turns reach a later context. Each message carries its token count and
+content hash, computed once when the turn is recorded, so later requests never
+re-tokenize or re-hash history.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from proxy.types import JSONObject, Message
+
+Status = Literal["completed", "failed", "canceled", "interrupted"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    seq: int
+    parent: int
+    status: str
+    model: str
+    input: tuple[Message, ...]
+    output: Message | None
+    tokens: tuple[int, ...]
+    hashes: tuple[str, ...]
+    encoding: str
+    usage: JSONObject | None = None
+    error: JSONObject | None = None
+    request_id: str = ""
+    window: str = ""
+    created: float = 0.0
+    finished: float = 0.0
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """What this turn adds to a later context: its input and, if completed, its output."""
+        if self.output is None or not self.completed:
+            return self.input
+        return (*self.input, self.output)
+
+    @classmethod
+    def from_record(cls, seq: int, parent: int, record: JSONObject) -> Turn:
+        return cls(
+            seq=seq,
+            parent=parent,
+            status=record["status"],
+            model=record.get("model", ""),
+            input=tuple(record.get("input", ())),
+            output=record.get("output"),
+            tokens=tuple(record.get("tokens", ())),
+            hashes=tuple(record.get("hashes", ())),
+            encoding=record.get("encoding", ""),
+            usage=record.get("usage"),
+            error=record.get("error"),
+            request_id=record.get("request_id", ""),
+            window=record.get("window", ""),
+            created=record.get("created", 0.0),
+            finished=record.get("finished", 0.0),
+        )
+
+
+@dataclass
+class TurnDraft:
+    """A turn being answered; `record()` turns it into the stored JSON once it has ended."""
+
+    model: str
+    input: list[Message]
+    input_tokens: list[int]
+    input_hashes: list[str]
+    encoding: str
+    request_id: str
+    window: str
+    stream: bool
+    created: float = field(default_factory=time.time)
+
+    def record(
+        self,
+        *,
+        status: Status,
+        output: Message | None,
+        output_tokens: int,
+        output_hash: str | None,
+        usage: JSONObject | None,
+        error: JSONObject | None,
+    ) -> JSONObject:
+        tokens = [*self.input_tokens]
+        hashes = [*self.input_hashes]
+        if output is not None and output_hash is not None:
+            tokens.append(output_tokens)
+            hashes.append(output_hash)
+        return {
+            "status": status,
+            "model": self.model,
+            "input": self.input,
+            "output": output,
+            "tokens": tokens,
+            "hashes": hashes,
+            "encoding": self.encoding,
+            "usage": usage,
+            "error": error,
+            "request_id": self.request_id,
+            "window": self.window,
+            "stream": self.stream,
+            "created": self.created,
+            "finished": time.time(),
+        }

@@ -1,0 +1,83 @@
+"""Content identity of chat messages: the canonical form and its hash.
+
+Two messages are "the same" when the model would see the same thing: the role,
+the content (null and "" alike; a list of text parts equal to the joined text), the
+name, the tool calls (id, name, arguments) and the tool call id. Fields a response
+carries but a request does not (refusal: null, annotations) and the proxy's own
+`pinned` marker do not count. The hash chain over messages (see `chain_hashes`) is
+what lets the proxy find the part of a full-history request the journal already has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from proxy.types import Message
+
+LEADING_ROLES = ("system", "developer")
+
+
+def _content(content: Any) -> Any:
+    if content in (None, ""):
+        return None
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        return "".join(str(p.get("text", "")) for p in content)
+    return content
+
+
+def canonical(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.get("role")}
+    content = _content(message.get("content"))
+    if content is not None:
+        out["content"] = content
+    for key in ("name", "tool_call_id", "refusal"):
+        if message.get(key):
+            out[key] = message[key]
+    calls = message.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [
+            {
+                "id": call.get("id"),
+                "name": (call.get("function") or {}).get("name"),
+                "arguments": (call.get("function") or {}).get("arguments"),
+            }
+            for call in calls
+        ]
+    return out
+
+
+def message_hash(message: Message) -> str:
+    return hashlib.sha256(orjson.dumps(canonical(message), option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
+def chain_step(previous: str, message_digest: str) -> str:
+    """One link of the chain; `append_turn.lua` computes the same with redis.sha1hex."""
+    return hashlib.sha1((previous + message_digest).encode()).hexdigest()
+
+
+def chain_hashes(digests: list[str]) -> list[str]:
+    """The chain hash after each message: entry i covers messages 0..i."""
+    out = []
+    previous = ""
+    for digest in digests:
+        previous = chain_step(previous, digest)
+        out.append(previous)
+    return out
+
+
+def leading_count(messages: list[Message]) -> int:
+    """How many messages at the start are system/developer instructions."""
+    for index, message in enumerate(messages):
+        if message.get("role") not in LEADING_ROLES:
+            return index
+    return len(messages)
+
+
+def wire(message: Message) -> Message:
+    """The message as an upstream accepts it: without the proxy's `pinned` marker."""
+    if "pinned" not in message:
+        return message
+    return {k: v for k, v in message.items() if k != "pinned"}

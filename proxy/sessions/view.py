@@ -1,0 +1,60 @@
+"""The journal as the session API and the CLI show it: turns, branches, windows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.store import SessionDump
+from proxy.types import JSONObject
+
+
+def session_view(session: str, dump: SessionDump) -> JSONObject:
+    meta = dump.meta
+    completed = {t.seq for t in dump.turns if t.record.get("status") == "completed"}
+    parents = {t.parent for t in dump.turns if t.seq in completed}
+    by_seq = {t.seq: t for t in dump.turns}
+    head = int(meta.get("head", -1))
+    branches = []
+    for leaf in sorted(completed - parents):
+        path = []
+        cur = leaf
+        while cur >= 0:
+            path.append(cur)
+            cur = by_seq[cur].parent
+        branches.append({"head": leaf, "active": leaf == head, "turns": path[::-1]})
+    turns = [
+        {
+            "seq": t.seq,
+            "parent": t.parent,
+            "depth": t.depth,
+            **{k: t.record.get(k) for k in ("status", "model", "input", "output", "usage", "error", "request_id", "window")},
+            "tokens": sum(t.record.get("tokens") or ()),
+            "created": t.record.get("created"),
+            "finished": t.record.get("finished"),
+        }
+        for t in dump.turns
+    ]
+    windows: list[dict[str, Any]] = [{"id": "win_0", "evicted_turns": [], "summary": None}]
+    for event in dump.events:
+        if event.get("type") == "compaction":
+            windows.append({k: event.get(k) for k in ("strategy", "evicted_turns", "summary", "archive", "created")})
+            windows[-1]["id"] = event.get("window")
+    current = windows[-1]["id"] if windows else "win_0"
+    return {
+        "id": session,
+        "object": "session",
+        "created": int(meta.get("created", 0)),
+        "updated": int(meta.get("updated", 0)),
+        "head": head,
+        "turns": turns,
+        "branches": branches,
+        "windows": windows,
+        "window": {"current": current, "previous": windows[-2]["id"] if len(windows) > 1 else None, "first": "win_0"},
+        "events": dump.events,
+        "totals": {
+            "turns": len(dump.turns),
+            "completed": len(completed),
+            "prompt_tokens": sum(((t.record.get("usage") or {}).get("prompt_tokens") or 0) for t in dump.turns),
+            "completion_tokens": sum(((t.record.get("usage") or {}).get("completion_tokens") or 0) for t in dump.turns),
+        },
+    }

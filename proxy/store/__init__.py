@@ -1,0 +1,16 @@
+"""The session store: the only package that imports `redis`."""
+
+from proxy.store.embedded import EmbeddedRedis, EmbeddedServerError, running_server_url
+from proxy.store.keys import SessionKeys
+from proxy.store.redis_store import LoadedSession, SessionDump, Store, StoredTurn
+
+__all__ = [
+    "EmbeddedRedis",
+    "EmbeddedServerError",
+    "LoadedSession",
+    "SessionDump",
+    "SessionKeys",
+    "Store",
+    "StoredTurn",
+    "running_server_url",
+]

@@ -1,0 +1,64 @@
+"""Every Redis key the proxy uses, built in one place.
+
+A session's keys share the hash tag `{tenant:session}` so that a Redis Cluster keeps
+them in one slot (the Lua scripts touch several of them at once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "cp"
+SESSION_INDEX = f"{PREFIX}:sessions"
+LOCK_PREFIX = f"{PREFIX}:lock"
+
+
+@dataclass(frozen=True)
+class SessionKeys:
+    tenant: str
+    session: str
+
+    @property
+    def _base(self) -> str:
+        return f"{PREFIX}:{{{self.tenant}:{self.session}}}"
+
+    @property
+    def index_member(self) -> str:
+        return f"{self.tenant}:{self.session}"
+
+    @property
+    def meta(self) -> str:
+        """hash: seq counter, head, boundary, window state, last usage, breaker count."""
+        return f"{self._base}:meta"
+
+    @property
+    def turns(self) -> str:
+        """hash: seq -> turn JSON (never rewritten)."""
+        return f"{self._base}:turns"
+
+    @property
+    def links(self) -> str:
+        """hash: seq -> "parent depth chain_hash" (what the Lua scripts walk)."""
+        return f"{self._base}:links"
+
+    @property
+    def chain(self) -> str:
+        """hash: chain hash of a message prefix -> "e<seq>" (a turn ends there) or "i<seq>"."""
+        return f"{self._base}:chain"
+
+    @property
+    def events(self) -> str:
+        """list: journal entries that are not turns (compactions), JSON."""
+        return f"{self._base}:events"
+
+    @property
+    def archive(self) -> str:
+        """hash: archive id -> evicted span JSON."""
+        return f"{self._base}:archive"
+
+    @property
+    def compaction_lock(self) -> str:
+        return f"{LOCK_PREFIX}:{{{self.tenant}:{self.session}}}:compaction"
+
+    def all(self) -> list[str]:
+        return [self.meta, self.turns, self.links, self.chain, self.events, self.archive]

@@ -1,0 +1,51 @@
+-- Append one turn to a session's journal, atomically.
+-- KEYS: 1 meta, 2 turns, 3 links, 4 chain, 5 events, 6 archive, 7 session index
+-- ARGV: 1 turn JSON, 2 parent ("head" or a seq, -1 = root), 3 completed ("1"/"0"),
+--       4 ttl seconds, 5 message hashes of the turn (space separated, input then output),
+--       6 now (unix seconds), 7 session index member, 8 usage feedback JSON ('' = none)
+-- Returns {seq, parent, depth}.
+-- A "head" parent is resolved here, at commit time: concurrent delta requests on one
+-- session are thereby journaled in commit order, each exactly once, whichever proxy
+-- process serves them. Only a completed turn moves the head and enters the chain index.
+local parent = ARGV[2]
+if parent == 'head' then
+  parent = redis.call('HGET', KEYS[1], 'head') or '-1'
+end
+parent = tonumber(parent)
+local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1) - 1
+local depth, chain = 0, ''
+if parent >= 0 then
+  local link = redis.call('HGET', KEYS[3], parent)
+  if not link then
+    return redis.error_reply('parent turn ' .. parent .. ' does not exist')
+  end
+  local _, d, h = string.match(link, '^(%S+) (%S+) ?(%S*)$')
+  depth = tonumber(d) + 1
+  chain = h
+end
+if ARGV[3] == '1' then
+  local hashes = {}
+  for mh in string.gmatch(ARGV[5], '%S+') do
+    table.insert(hashes, mh)
+  end
+  for i, mh in ipairs(hashes) do
+    chain = redis.sha1hex(chain .. mh)
+    local kind = 'i'
+    if i == #hashes then kind = 'e' end
+    redis.call('HSET', KEYS[4], chain, kind .. seq)
+  end
+  redis.call('HSET', KEYS[1], 'head', seq)
+  if ARGV[8] ~= '' then
+    redis.call('HSET', KEYS[1], 'usage', ARGV[8])
+  end
+end
+redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' ' .. chain)
+redis.call('HSET', KEYS[2], seq, ARGV[1])
+redis.call('HSET', KEYS[1], 'updated', ARGV[6])
+redis.call('HSETNX', KEYS[1], 'created', ARGV[6])
+local ttl = tonumber(ARGV[4])
+for i = 1, 6 do
+  redis.call('EXPIRE', KEYS[i], ttl)
+end
+redis.call('ZADD', KEYS[7], ARGV[6], ARGV[7])
+return {seq, parent, depth}

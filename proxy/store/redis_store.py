@@ -1,0 +1,243 @@
+"""The only code that speaks Redis. Callers use typed methods, never raw commands.
+
+Each Lua script in `lua/` is registered once and called through one method that
+names its KEYS and ARGV. Multi-key writes are atomic (Lua); callers shield the
+writes that must land from client-disconnect cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError, ResponseError
+
+from proxy.errors import StoreUnavailable
+from proxy.store.keys import SESSION_INDEX, SessionKeys
+from proxy.types import JSONObject
+
+log = logging.getLogger("context_proxy.store")
+
+
+@dataclass(frozen=True)
+class StoredTurn:
+    """One journal turn as stored: its place in the tree and its JSON record."""
+
+    seq: int
+    parent: int
+    depth: int
+    record: JSONObject
+
+
+@dataclass(frozen=True)
+class LoadedSession:
+    """What `load_context.lua` returned: where the request attaches and the path to it."""
+
+    head: int
+    parent: int
+    matched: int
+    found: bool
+    window_applies: bool
+    window: JSONObject | None
+    usage: JSONObject | None
+    breaker: str
+    turns: list[tuple[int, JSONObject]]
+
+
+@dataclass(frozen=True)
+class SessionDump:
+    """Everything stored for one session, for the session API and the CLI."""
+
+    meta: dict[str, str]
+    turns: list[StoredTurn]
+    events: list[JSONObject]
+
+
+@contextmanager
+def _mapped() -> Iterator[None]:
+    """Translate redis-py's errors into the proxy's at this boundary."""
+    try:
+        yield
+    except ResponseError:
+        raise
+    except (RedisError, OSError) as exc:
+        raise StoreUnavailable(f"session store unavailable: {exc}") from exc
+
+
+def _script(name: str) -> str:
+    return resources.files("proxy.store").joinpath("lua", f"{name}.lua").read_text()
+
+
+class Store:
+    """A Redis connection pool plus the registered scripts."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._redis = client
+        self._append_turn: AsyncScript = client.register_script(_script("append_turn"))
+        self._load_context: AsyncScript = client.register_script(_script("load_context"))
+        self._save_window: AsyncScript = client.register_script(_script("save_window"))
+
+    @classmethod
+    async def connect(cls, url: str, *, attempts: int = 5) -> Store:
+        """Open the pool and PING with bounded retries, so a bad URL fails at start."""
+        client = aioredis.Redis.from_url(url, socket_connect_timeout=5, max_connections=512)
+        for attempt in range(1, attempts + 1):
+            try:
+                await client.ping()
+                return cls(client)
+            except (RedisError, OSError) as exc:
+                if attempt == attempts:
+                    await client.aclose()
+                    raise StoreUnavailable(f"cannot reach redis at {url}: {exc}") from exc
+                await asyncio.sleep(0.2 * attempt)
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self._redis.ping())
+        except (RedisError, OSError):
+            return False
+
+    async def load_context(self, keys: SessionKeys, offset: int, prefix_hashes: list[str]) -> LoadedSession:
+        with _mapped():
+            raw = await self._load_context(keys=[keys.meta, keys.turns, keys.links, keys.chain], args=[offset, *prefix_hashes])
+        head, parent, matched, found, applies, window, usage, breaker = raw[:8]
+        rest = raw[8:]
+        turns = [(int(rest[i]), orjson.loads(rest[i + 1])) for i in range(0, len(rest), 2)]
+        return LoadedSession(
+            head=int(head),
+            parent=int(parent),
+            matched=int(matched),
+            found=bool(found),
+            window_applies=bool(applies),
+            window=orjson.loads(window) if window else None,
+            usage=orjson.loads(usage) if usage else None,
+            breaker=breaker.decode() if isinstance(breaker, bytes) else str(breaker),
+            turns=turns,
+        )
+
+    async def append_turn(
+        self,
+        keys: SessionKeys,
+        record: JSONObject,
+        *,
+        parent: int | None,
+        completed: bool,
+        hashes: list[str],
+        ttl_s: int,
+        usage: JSONObject | None,
+    ) -> tuple[int, int, int]:
+        """Journal one turn; `parent=None` attaches it to the head at commit time."""
+        args = [
+            orjson.dumps(record),
+            "head" if parent is None else parent,
+            "1" if completed else "0",
+            ttl_s,
+            " ".join(hashes),
+            int(time.time()),
+            keys.index_member,
+            orjson.dumps(usage) if usage else "",
+        ]
+        with _mapped():
+            seq, real_parent, depth = await self._append_turn(keys=[*keys.all(), SESSION_INDEX], args=args)
+        return int(seq), int(real_parent), int(depth)
+
+    async def save_window(
+        self,
+        keys: SessionKeys,
+        *,
+        expected_window: str,
+        window: JSONObject,
+        boundary: int,
+        event: JSONObject,
+        archive_id: str,
+        span: list[Any],
+        ttl_s: int,
+    ) -> bool:
+        """Land a compaction if the window is still `expected_window`; False if another landed first."""
+        args = [expected_window, orjson.dumps(window), boundary, orjson.dumps(event), archive_id, orjson.dumps(span), ttl_s]
+        with _mapped():
+            landed = await self._save_window(keys=keys.all(), args=args)
+        return bool(landed)
+
+    async def record_event(self, keys: SessionKeys, event: JSONObject, *, breaker: str | None, ttl_s: int) -> None:
+        """Journal a non-turn entry (a failed compaction) and set the breaker count."""
+        with _mapped():
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.rpush(keys.events, orjson.dumps(event))
+                if breaker is not None:
+                    pipe.hset(keys.meta, "breaker", breaker)
+                pipe.expire(keys.events, ttl_s)
+                await pipe.execute()
+
+    async def read_archive(self, keys: SessionKeys, archive_id: str) -> list[Any] | None:
+        with _mapped():
+            raw = await self._redis.hget(keys.archive, archive_id)
+        return orjson.loads(raw) if raw else None
+
+    async def read_session(self, keys: SessionKeys) -> SessionDump | None:
+        with _mapped():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(keys.meta)
+                pipe.hgetall(keys.links)
+                pipe.hgetall(keys.turns)
+                pipe.lrange(keys.events, 0, -1)
+                meta, links, turns, events = await pipe.execute()
+        if not meta:
+            return None
+        stored = []
+        for seq_raw, link in links.items():
+            seq = int(seq_raw)
+            parent, depth = link.decode().split(" ")[:2]
+            stored.append(StoredTurn(seq, int(parent), int(depth), orjson.loads(turns[seq_raw])))
+        stored.sort(key=lambda t: t.seq)
+        return SessionDump(
+            meta={k.decode(): v.decode() for k, v in meta.items()},
+            turns=stored,
+            events=[orjson.loads(e) for e in events],
+        )
+
+    async def delete_session(self, keys: SessionKeys) -> bool:
+        with _mapped():
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.delete(*keys.all(), keys.compaction_lock)
+                pipe.zrem(SESSION_INDEX, keys.index_member)
+                deleted, _ = await pipe.execute()
+        return bool(deleted)
+
+    async def reset_breaker(self, keys: SessionKeys) -> None:
+        with _mapped():
+            await self._redis.hset(keys.meta, "breaker", "0")
+
+    async def iter_sessions(self) -> AsyncIterator[tuple[str, str, float]]:
+        """(tenant, session, last used) for every session, newest first."""
+        with _mapped():
+            members = await self._redis.zrevrange(SESSION_INDEX, 0, -1, withscores=True)
+        for member, score in members:
+            tenant, _, session = member.decode().partition(":")
+            yield tenant, session, float(score)
+
+    async def acquire_lock(self, key: str, token: str, ttl_s: float) -> bool:
+        with _mapped():
+            return bool(await self._redis.set(key, token, nx=True, px=int(ttl_s * 1000)))
+
+    async def release_lock(self, key: str, token: str) -> None:
+        with _mapped():
+            async with self._redis.pipeline(transaction=True) as pipe:
+                await pipe.watch(key)
+                if await pipe.get(key) == token.encode():
+                    pipe.multi()
+                    pipe.delete(key)
+                    await pipe.execute()

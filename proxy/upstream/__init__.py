@@ -1,0 +1,14 @@
+"""The upstream: the only package that speaks HTTP outward."""
+
+from proxy.upstream.client import UpstreamClient, UpstreamResponse
+from proxy.upstream.sse import SSEEvent, SSEParser, StreamAssembler, is_usage_only, parse_chunk
+
+__all__ = [
+    "SSEEvent",
+    "SSEParser",
+    "StreamAssembler",
+    "UpstreamClient",
+    "UpstreamResponse",
+    "is_usage_only",
+    "parse_chunk",
+]

