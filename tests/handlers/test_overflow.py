@@ -1,0 +1,163 @@
+"""Long conversations against the fake's small model, which refuses over-long prompts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+
+from tests.conftest import Proxy, ProxyFactory
+from tests.handlers.test_sessions import session_json
+
+SYSTEM = {"role": "system", "content": "You are the keeper of facts. Never forget the user's name."}
+PINNED = {"role": "user", "content": "Policy: always answer in English.", "pinned": True}
+WINDOW = 3000  # tiny-model
+
+
+def filler(n: int) -> str:
+    return f"turn {n}: " + " ".join(f"fact{n}-{k} is topic {k * n % 97}" for k in range(4))
+
+
+def prompt_tokens(proxy: Proxy) -> list[int]:
+    return [proxy.fake.prompt_tokens(body["messages"]) for body in proxy.fake.chats]
+
+
+async def run_conversation(
+    proxy: Proxy, session: str, turns: int, *, full_history: bool, first: list[dict[str, Any]]
+) -> tuple[list[str], list[dict[str, Any]]]:
+    client = proxy.client(default_headers={"X-Session-Id": session})
+    history: list[dict[str, Any]] = list(first)
+    windows = []
+    for n in range(turns):
+        user = {"role": "user", "content": filler(n)}
+        messages = [*history, user] if full_history else ([*first, user] if n == 0 else [user])
+        raw = await client.chat.completions.with_raw_response.create(model="tiny-model", messages=messages)
+        windows.append(raw.headers["X-Context-Window-Id"])
+        answer = raw.parse().choices[0].message.content
+        history += [user, {"role": "assistant", "content": answer}]
+        sent = proxy.fake.chats[-1]["messages"]
+        assert sent[0] == SYSTEM, "the system prompt stays first and verbatim"
+        assert sent[-1] == user, "the last user message is verbatim"
+    return windows, history
+
+
+@pytest.mark.parametrize("full_history", [False, True], ids=["delta", "full-history"])
+async def test_sixty_turns_stay_inside_the_window(start_proxy: ProxyFactory, full_history: bool) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    windows, history = await run_conversation(proxy, "long", 60, full_history=full_history, first=[SYSTEM])
+    sizes = prompt_tokens(proxy)
+    ratio = proxy.fake.prompt_tokens(history) / WINDOW
+    assert 1.5 <= ratio <= 2.5, f"the conversation outgrows the window about 1.6 times ({ratio:.2f})"
+    assert max(sizes) <= WINDOW
+    compactions = len(set(windows)) - 1
+    print(f"turns=60 compactions={compactions} peak_prompt={max(sizes)} window={WINDOW} whole={ratio:.2f}x")
+    assert 2 <= compactions <= 15, f"compaction happens in steps, not every turn ({compactions})"
+    assert len(proxy.fake.summaries) == compactions
+    summary = proxy.fake.chats[-1]["messages"][1]
+    assert summary["role"] == "user" and "continues" in summary["content"] and "## Task Overview" in summary["content"]
+    assert "<analysis>" not in summary["content"] and "context://archive/win_" in summary["content"]
+    _, journal = await session_json(proxy, "long")
+    assert len(journal["turns"]) == 60 and all(t["status"] == "completed" for t in journal["turns"])
+    assert [w["id"] for w in journal["windows"]] == [f"win_{n}" for n in range(compactions + 1)]
+
+
+async def test_prefix_is_byte_identical_between_compactions(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    windows, _ = await run_conversation(proxy, "cache", 30, full_history=True, first=[SYSTEM])
+    chats = proxy.fake.chats
+    for n in range(1, len(chats)):
+        if windows[n] == windows[n - 1]:
+            before, after = chats[n - 1]["messages"], chats[n]["messages"]
+            assert after[: len(before)] == before
+
+
+async def test_pinned_message_survives_to_the_end(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    await run_conversation(proxy, "pinned", 40, full_history=False, first=[SYSTEM, PINNED])
+    sent = proxy.fake.chats[-1]["messages"]
+    stripped = {k: v for k, v in PINNED.items() if k != "pinned"}
+    assert stripped in sent, "the pinned message is still sent, without the proxy's marker"
+    assert all("pinned" not in m for m in sent)
+    assert sent.index(stripped) > sent.index(SYSTEM)
+
+
+async def test_tool_call_pairs_never_split(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    client = proxy.client(default_headers={"X-Session-Id": "tools"})
+    await client.chat.completions.create(model="tiny-model", messages=[SYSTEM, {"role": "user", "content": "hello"}])
+    for n in range(30):
+        answer = await client.chat.completions.create(model="tiny-model", messages=[{"role": "user", "content": filler(n) + " call tool look"}])
+        call = answer.choices[0].message.tool_calls[0]  # type: ignore[index]
+        await client.chat.completions.create(model="tiny-model", messages=[{"role": "tool", "tool_call_id": call.id, "content": "result " + filler(n)}])
+    assert len(proxy.fake.summaries) >= 2
+    for body in proxy.fake.chats:  # the fake refuses orphans and unanswered calls: every request was valid
+        assert body["messages"][0] == SYSTEM
+    assert max(prompt_tokens(proxy)) <= WINDOW
+
+
+async def test_summarizer_failures_lose_nothing(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize", context_window=128000)
+    proxy.fake.fail_summaries = 2
+    client = proxy.client(default_headers={"X-Session-Id": "flaky"})
+    for n in range(30):
+        await client.chat.completions.create(model="tiny-model", messages=[{"role": "user", "content": filler(n)}])
+    _, journal = await session_json(proxy, "flaky")
+    assert len(journal["turns"]) == 30 and all(t["status"] == "completed" for t in journal["turns"])
+    failures = [e for e in journal["events"] if e["type"] == "compaction_failed"]
+    assert len(failures) == 2
+    assert any(e["type"] == "compaction" for e in journal["events"]), "the third attempt landed"
+    assert max(prompt_tokens(proxy)) <= WINDOW
+
+
+async def test_breaker_opens_after_three_failures_and_requests_still_go(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    proxy.fake.fail_summaries = 100
+    client = proxy.client(default_headers={"X-Session-Id": "broken"})
+    answered, refused = 0, []
+    for n in range(40):
+        try:
+            await client.chat.completions.create(model="tiny-model", messages=[{"role": "user", "content": filler(n)}])
+            answered += 1
+        except openai.BadRequestError as exc:
+            refused.append(exc.body["code"])  # type: ignore[index]
+    _, journal = await session_json(proxy, "broken")
+    failures = [e for e in journal["events"] if e["type"] == "compaction_failed"]
+    assert len(failures) == 3, "after three failures the breaker stops trying"
+    assert len(proxy.fake.summaries) == 3
+    assert answered > 25, "requests that still fit the hard window go out"
+    assert set(refused) <= {"context_length_exceeded"}, "once nothing fits, a clear 400, never a 500"
+    assert len(journal["turns"]) == answered
+
+
+async def test_context_length_exceeded_when_nothing_can_fit(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    client = proxy.client(default_headers={"X-Session-Id": "huge"})
+    with pytest.raises(openai.BadRequestError) as info:
+        await client.chat.completions.create(model="tiny-model", messages=[{"role": "user", "content": "word " * 5000}])
+    assert info.value.body["code"] == "context_length_exceeded"  # type: ignore[index]
+    assert "too many" in info.value.body["message"]  # type: ignore[index]
+    assert proxy.fake.chats == []
+
+
+@pytest.mark.parametrize("strategy", ["turns", "anchored", "reset", "summarize,reset", "background(summarize)"])
+async def test_every_strategy_keeps_a_long_conversation_going(start_proxy: ProxyFactory, strategy: str) -> None:
+    proxy = await start_proxy(strategy="full", keep_recent=4, compact_after=10)
+    client = proxy.client(default_headers={"X-Session-Id": "s", "X-Context-Strategy": strategy})
+    headers = []
+    for n in range(40):
+        messages = [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
+        raw = await client.chat.completions.with_raw_response.create(model="tiny-model", messages=messages)
+        headers.append(raw.headers["X-Context-Window-Id"])
+        await proxy.idle()
+        assert proxy.fake.chats[-1]["messages"][0] == SYSTEM
+    assert len(set(headers)) >= 2, f"{strategy} never compacted"
+    assert max(prompt_tokens(proxy)) <= WINDOW
+    async with aiohttp.ClientSession() as http:
+        async with http.get(proxy.url + "/v1/sessions/s", headers={"Authorization": "Bearer sk-test"}) as r:
+            journal = await r.json()
+    assert len(journal["turns"]) == 40
+    if strategy == "turns":
+        first_summary = [m for m in proxy.fake.chats[-1]["messages"] if m["role"] == "user"][0]
+        assert first_summary["content"].startswith("Summary of the earlier conversation:")
