@@ -1,0 +1,39 @@
+"""Content identity: what counts as the same message."""
+
+from __future__ import annotations
+
+import hashlib
+
+from proxy.sessions import chain_hashes, message_hash, wire
+
+
+def test_response_only_fields_and_pinned_do_not_change_identity() -> None:
+    sent = {"role": "assistant", "content": "hi"}
+    returned = {"role": "assistant", "content": "hi", "refusal": None, "annotations": [], "pinned": True}
+    assert message_hash(sent) == message_hash(returned)
+
+
+def test_text_parts_equal_plain_text_and_null_equals_empty() -> None:
+    assert message_hash({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}) == message_hash(
+        {"role": "user", "content": "ab"}
+    )
+    assert message_hash({"role": "assistant", "content": None, "tool_calls": []}) == message_hash({"role": "assistant", "content": ""})
+
+
+def test_content_role_and_tool_calls_matter() -> None:
+    base = {"role": "user", "content": "a"}
+    assert message_hash(base) != message_hash({"role": "user", "content": "b"})
+    assert message_hash(base) != message_hash({"role": "assistant", "content": "a"})
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    other = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}}
+    assert message_hash({"role": "assistant", "tool_calls": [call]}) != message_hash({"role": "assistant", "tool_calls": [other]})
+
+
+def test_chain_matches_the_lua_definition() -> None:
+    digests = ["aa", "bb"]
+    first = hashlib.sha1(b"aa").hexdigest()
+    assert chain_hashes(digests) == [first, hashlib.sha1((first + "bb").encode()).hexdigest()]
+
+
+def test_wire_strips_only_the_marker() -> None:
+    assert wire({"role": "user", "content": "x", "pinned": True}) == {"role": "user", "content": "x"}

@@ -1,0 +1,65 @@
+"""Config: environment substitution, validation messages that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proxy.config import load_settings, settings_from_mapping, with_overrides
+from proxy.errors import ConfigError
+
+
+def test_shipped_config_loads_with_defaults(tmp_path: Path) -> None:
+    settings = load_settings(Path(__file__).parent.parent / "config.yaml", env={})
+    assert settings.redis.url == "embedded"
+    assert settings.context.strategy == ("summarize",)
+    assert settings.upstream.base_url == "https://api.openai.com/v1"
+    assert settings.upstream.api_key == ""
+
+
+def test_env_substitution(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("server:\n  port: ${PORT:-9000}\nupstream:\n  api_key: ${KEY}\ncontext:\n  compression_model: ${CM:-null}\n")
+    settings = load_settings(path, env={"KEY": "sk-1"})
+    assert settings.server.port == 9000 and settings.upstream.api_key == "sk-1"
+    assert settings.context.compression_model is None
+    with pytest.raises(ConfigError, match=r"upstream.api_key: environment variable KEY is not set"):
+        load_settings(path, env={})
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"context": {"trigger_ratio": 1.5}}, "context.trigger_ratio: must be > 0 and <= 1, got 1.5"),
+        ({"context": {"strategy": "magic"}}, "context.strategy: unknown strategy 'magic'"),
+        ({"server": {"prot": 1}}, "server.prot: unknown key; allowed: host, port"),
+        ({"server": {"port": "eighty"}}, "server.port: must be an integer"),
+        ({"redis": {"url": "http://x"}}, "redis.url: must be 'embedded'"),
+        ({"context": {"keep_recent": 10, "compact_after": 10}}, "context.compact_after: must be > context.keep_recent"),
+        ({"context": {"models": {"m": {"context_window": 0}}}}, "context.models.m.context_window: must be > 0"),
+        ({"context": {"usage_preference": "guess"}}, "context.usage_preference: must be one of max, feed_first"),
+        ([1, 2], "config: must be a mapping"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_key(raw: object, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        settings_from_mapping(raw)
+    assert message in str(info.value)
+
+
+def test_strategy_lists_and_background_are_accepted() -> None:
+    settings = settings_from_mapping({"context": {"strategy": ["background(summarize)", "reset"]}})
+    assert settings.context.strategy == ("background(summarize)", "reset")
+
+
+def test_cli_overrides() -> None:
+    settings = with_overrides(settings_from_mapping({}), host="0.0.0.0", port=9999)
+    assert (settings.server.host, settings.server.port) == ("0.0.0.0", 9999)
+    with pytest.raises(ConfigError, match="--port"):
+        with_overrides(settings, port=70000)
+
+
+def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "nope.yaml", env={})
