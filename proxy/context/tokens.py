@@ -68,18 +68,21 @@ class TokenCounter:
             encoder = await asyncio.wait_for(asyncio.shield(future), _LOAD_WAIT_S)
         except asyncio.TimeoutError:
             log.warning("encoding %s still loading after %ss; counting with %s", name, _LOAD_WAIT_S, FALLBACK_ENCODING)
-            return self._encoders.get(FALLBACK_ENCODING) or await asyncio.to_thread(self._load, FALLBACK_ENCODING)
+            fallback = self._encoders.get(FALLBACK_ENCODING)
+            return fallback if fallback is not None else await asyncio.to_thread(self._load, FALLBACK_ENCODING)
         self._encoders[name] = encoder
         return encoder
 
     def _load(self, name: str) -> Encoder:
         try:
-            return tiktoken.get_encoding(name)  # type: ignore[no-any-return]
+            encoder: Encoder = tiktoken.get_encoding(name)
+            return encoder
         except Exception as exc:  # tiktoken raises whatever its download raised
             if name == FALLBACK_ENCODING:
                 raise
             log.warning("encoding %s unavailable (%s); using %s for it from now on", name, exc, FALLBACK_ENCODING)
-            return tiktoken.get_encoding(FALLBACK_ENCODING)  # type: ignore[no-any-return]
+            fallback: Encoder = tiktoken.get_encoding(FALLBACK_ENCODING)
+            return fallback
 
     def is_native(self, model: str, encoder: Encoder) -> bool:
         """Whether the encoder is the model's own (else counts are calibrated against usage)."""

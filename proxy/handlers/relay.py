@@ -92,10 +92,10 @@ class StreamRelay:
     async def run(self, request: web.Request, extra: Mapping[str, str]) -> web.StreamResponse:
         answer = self.answer
         if answer.status >= 400 or "text/event-stream" not in answer.headers.get("Content-Type", ""):
-            response, self.outcome = await relay_json(request, answer, extra)
+            relayed, self.outcome = await relay_json(request, answer, extra)
             if self.outcome.status == "completed":
                 self.outcome = Outcome("failed", error={"status": answer.status, "message": "expected an event stream"})
-            return response
+            return relayed
         response = web.StreamResponse(status=answer.status, headers=_headers(answer, extra))
         try:
             await response.prepare(request)

@@ -140,7 +140,7 @@ class Store:
         usage: JSONObject | None,
     ) -> tuple[int, int, int]:
         """Journal one turn; `parent=None` attaches it to the head at commit time."""
-        args = [
+        args: list[bytes | str | int] = [
             orjson.dumps(record),
             "head" if parent is None else parent,
             "1" if completed else "0",
@@ -167,7 +167,7 @@ class Store:
         ttl_s: int,
     ) -> bool:
         """Land a compaction if the window is still `expected_window`; False if another landed first."""
-        args = [expected_window, orjson.dumps(window), boundary, orjson.dumps(event), archive_id, orjson.dumps(span), ttl_s]
+        args: list[bytes | str | int] = [expected_window, orjson.dumps(window), boundary, orjson.dumps(event), archive_id, orjson.dumps(span), ttl_s]
         with _mapped():
             landed = await self._save_window(keys=keys.all(), args=args)
         return bool(landed)
@@ -200,7 +200,7 @@ class Store:
         stored = []
         for seq_raw, link in links.items():
             seq = int(seq_raw)
-            parent, depth = link.decode().split(" ")[:2]
+            parent, depth = bytes(link).decode().split(" ")[:2]
             stored.append(StoredTurn(seq, int(parent), int(depth), orjson.loads(turns[seq_raw])))
         stored.sort(key=lambda t: t.seq)
         return SessionDump(
@@ -224,7 +224,7 @@ class Store:
     async def iter_sessions(self) -> AsyncIterator[tuple[str, str, float]]:
         """(tenant, session, last used) for every session, newest first."""
         with _mapped():
-            members = await self._redis.zrevrange(SESSION_INDEX, 0, -1, withscores=True)
+            members: list[Any] = await self._redis.zrevrange(SESSION_INDEX, 0, -1, withscores=True)
         for member, score in members:
             tenant, _, session = member.decode().partition(":")
             yield tenant, session, float(score)
@@ -238,6 +238,6 @@ class Store:
             async with self._redis.pipeline(transaction=True) as pipe:
                 await pipe.watch(key)
                 if await pipe.get(key) == token.encode():
-                    pipe.multi()
+                    pipe.multi()  # type: ignore[no-untyped-call]
                     pipe.delete(key)
                     await pipe.execute()

@@ -119,12 +119,11 @@ class UpstreamClient:
     ) -> UpstreamResponse:
         """Send one request; the caller must `release()` or `close()` the response."""
         url = self.url_for(v1_path)
-        timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s else None
+        timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s else self._session.timeout
         with _mapped(url):
             response = await self._session.request(
-                method, url, params=query, headers=headers, data=body, allow_redirects=False,
-                **({"timeout": timeout} if timeout else {}),
-            )  # fmt: skip
+                method, url, params=query, headers=headers, data=body, allow_redirects=False, timeout=timeout
+            )
         return UpstreamResponse(response, url)
 
     async def post_json(self, v1_path: str, body: bytes, *, authorization: str | None, timeout_s: float) -> UpstreamResponse:

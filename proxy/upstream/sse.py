@@ -35,7 +35,7 @@ class SSEParser:
         self._buffer += chunk
         if b"\r" in self._buffer:
             self._buffer = self._buffer.replace(b"\r\n", b"\n")
-        events = []
+        events: list[SSEEvent] = []
         while True:
             end = self._buffer.find(b"\n\n")
             if end < 0:
