@@ -1,0 +1,1 @@
+"""Benchmarks: the proxy against calling the upstream directly, in the same run."""

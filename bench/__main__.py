@@ -1,0 +1,261 @@
+"""`python -m bench [--quick]`: the proxy against the upstream directly, in one run.
+
+Targets, run interleaved round after round so machine noise hits all alike:
+  (a) direct to the upstream          (b) a bare aiohttp relay (the floor)
+  (c) proxy, X-Context-Strategy: off  (d) proxy, delta client, 50-turn sessions
+  (e) proxy, full-history client, 50 turns
+  (f) streaming, 20 chunks: direct (f-a) and through the proxy (f-d)
+at concurrency 1 and 32; medians over rounds. Then per-turn proxy CPU at 10, 100
+and 1,000 turns of history, and the proxy's RSS idle and under c=64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import aiohttp
+import orjson
+import psutil
+
+from bench.load import Result, run_load
+from bench.sessions import API_KEY, history, populate, user_message
+from proxy.store import Store, running_server_url
+
+MODEL = "bench-model"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def wait_up(url: str) -> None:
+    async with aiohttp.ClientSession() as http:
+        for _ in range(200):
+            try:
+                async with http.get(url) as r:
+                    if r.status < 500:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"{url} did not come up")
+
+
+class Processes:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.up_port, self.relay_port, self.proxy_port = free_port(), free_port(), free_port()
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        up = f"http://127.0.0.1:{self.up_port}"
+        config = self.workdir / "bench.yaml"
+        config.write_text(
+            f"server:\n  port: {self.proxy_port}\nupstream:\n  base_url: {up}/v1\n"
+            f"redis:\n  url: embedded\n  data_dir: {self.workdir / 'data'}\n"
+        )
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        for args in (
+            ["-m", "bench.upstream", "--port", str(self.up_port)],
+            ["-m", "bench.relay", "--port", str(self.relay_port), "--upstream", up],
+            ["-m", "proxy", "serve", "--config", str(config)],
+        ):
+            self.children.append(subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    @property
+    def proxy(self) -> psutil.Process:
+        return psutil.Process(self.children[2].pid)
+
+    def stop(self) -> None:
+        for child in reversed(self.children):
+            child.terminate()
+        for child in self.children:
+            try:
+                child.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                child.kill()
+
+
+def chat_body(messages: list[dict[str, str]], *, stream: bool = False) -> bytes:
+    return orjson.dumps({"model": MODEL, "messages": messages, "stream": stream})
+
+
+HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
+
+
+class Bench:
+    def __init__(self, procs: Processes, store: Store, *, quick: bool) -> None:
+        self.procs = procs
+        self.store = store
+        self.quick = quick
+        self.duration = 1.0 if quick else 5.0
+        self.warmup = 0.3 if quick else 1.0
+        self.pool_size = 200 if quick else 1000
+        self.pool_round = 0
+
+    def url(self, port: int) -> str:
+        return f"http://127.0.0.1:{port}/v1/chat/completions"
+
+    async def fresh_pool(self, depth: int, size: int) -> list[str]:
+        self.pool_round += 1
+        names = [f"pool{self.pool_round}-{depth}-{i}" for i in range(size)]
+        await populate(self.store, names, depth)
+        return names
+
+    def targets(self, pool: list[str]) -> dict[str, tuple[str, Callable[[int], tuple[bytes, dict[str, str]]], bool]]:
+        p = self.procs
+        one = chat_body([user_message(0)])
+        full = history(50)
+        streamed = chat_body([user_message(0)], stream=True)
+        return {
+            "a direct": (self.url(p.up_port), lambda i: (one, HEADERS), False),
+            "b bare relay": (self.url(p.relay_port), lambda i: (one, HEADERS), False),
+            "c proxy off": (self.url(p.proxy_port), lambda i: (one, {**HEADERS, "X-Context-Strategy": "off"}), False),
+            "d proxy delta 50": (
+                self.url(p.proxy_port),
+                lambda i: (chat_body([user_message(1000 + i)]), {**HEADERS, "X-Session-Id": pool[i % len(pool)]}),
+                False,
+            ),
+            "e proxy full 50": (
+                self.url(p.proxy_port),
+                lambda i: (chat_body([*full, user_message(1000 + i)]), {**HEADERS, "X-Session-Id": pool[i % len(pool)]}),
+                False,
+            ),
+            "f-a stream direct": (self.url(p.up_port), lambda i: (streamed, HEADERS), True),
+            "f-d stream proxy": (
+                self.url(p.proxy_port),
+                lambda i: (chat_body([user_message(1000 + i)], stream=True), {**HEADERS, "X-Session-Id": pool[i % len(pool)]}),
+                True,
+            ),
+        }
+
+    async def rounds(self, count: int) -> dict[tuple[str, int], list[Result]]:
+        results: dict[tuple[str, int], list[Result]] = {}
+        for round_no in range(count):
+            for concurrency in (1, 32):
+                pool = await self.fresh_pool(50, self.pool_size)
+                for name, (url, factory, stream) in self.targets(pool).items():
+                    result = await run_load(url, factory, concurrency=concurrency, duration=self.duration, warmup=self.warmup, stream=stream)
+                    results.setdefault((name, concurrency), []).append(result)
+                    print(f"  round {round_no + 1} c={concurrency:<2} {name:18} {result.throughput:8.0f} req/s  errors={result.errors}", file=sys.stderr)
+        return results
+
+    async def cpu_per_turn(self, depth: int, *, full_history: bool) -> float:
+        count = 30 if self.quick else 100
+        pool = await self.fresh_pool(depth, count)
+        proxy = self.procs.proxy
+        base = history(depth)
+        async with aiohttp.ClientSession() as http:
+            for warm in pool[:3]:
+                await http.post(self.url(self.procs.proxy_port), data=chat_body([user_message(1)]), headers={**HEADERS, "X-Session-Id": warm})
+            before = sum(proxy.cpu_times()[:2])
+            for i, session in enumerate(pool[3:]):
+                messages = [*base, user_message(5000 + i)] if full_history else [user_message(5000 + i)]
+                async with http.post(self.url(self.procs.proxy_port), data=chat_body(messages), headers={**HEADERS, "X-Session-Id": session}) as r:
+                    await r.read()
+                    assert r.status == 200, await r.text()
+            after = sum(proxy.cpu_times()[:2])
+        return (after - before) / (count - 3) * 1000
+
+    async def memory(self) -> tuple[float, float]:
+        proxy = self.procs.proxy
+        idle = proxy.memory_info().rss / 2**20
+        pool = await self.fresh_pool(50, 256)
+        url, factory, _ = self.targets(pool)["d proxy delta 50"]
+        peak = idle
+        task = asyncio.create_task(run_load(url, factory, concurrency=64, duration=self.duration * 2, warmup=0.2))
+        while not task.done():
+            peak = max(peak, proxy.memory_info().rss / 2**20)
+            await asyncio.sleep(0.05)
+        await task
+        return idle, peak
+
+
+def median(results: list[Result], fn: Callable[[Result], float]) -> float:
+    return statistics.median(fn(r) for r in results)
+
+
+def table(results: dict[tuple[str, int], list[Result]]) -> str:
+    lines = [
+        "| scenario | c | req/s | p50 ms | p99 ms | req/s vs a | req/s vs b | p50 +ms vs a | p99 +ms vs a | TTFB p50 ms | TTFB p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for concurrency in (1, 32):
+        a = results[("a direct", concurrency)]
+        b = results[("b bare relay", concurrency)]
+        a_rps, b_rps = median(a, lambda r: r.throughput), median(b, lambda r: r.throughput)
+        a50, a99 = median(a, lambda r: r.percentile(50)), median(a, lambda r: r.percentile(99))
+        sa = results[("f-a stream direct", concurrency)]
+        for (name, c), runs in results.items():
+            if c != concurrency:
+                continue
+            rps = median(runs, lambda r: r.throughput)
+            p50, p99 = median(runs, lambda r: r.percentile(50)), median(runs, lambda r: r.percentile(99))
+            ref50, ref99 = (a50, a99)
+            if name.startswith("f-"):
+                ref50, ref99 = median(sa, lambda r: r.percentile(50)), median(sa, lambda r: r.percentile(99))
+            ttfb = ("", "")
+            if name.startswith("f-"):
+                ttfb = (f"{median(runs, lambda r: r.percentile(50, 'ttfb')) * 1000:.2f}", f"{median(runs, lambda r: r.percentile(99, 'ttfb')) * 1000:.2f}")
+            lines.append(
+                f"| {name} | {c} | {rps:.0f} | {p50 * 1000:.2f} | {p99 * 1000:.2f} | {rps / a_rps:.2f} | {rps / b_rps:.2f} "
+                f"| {(p50 - ref50) * 1000:+.2f} | {(p99 - ref99) * 1000:+.2f} | {ttfb[0]} | {ttfb[1]} |"
+            )
+    return "\n".join(lines)
+
+
+async def main_async(quick: bool, rounds: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="cpbench") as tmp:
+        procs = Processes(Path(tmp))
+        procs.start()
+        try:
+            for port in (procs.up_port, procs.relay_port):
+                await wait_up(f"http://127.0.0.1:{port}/v1/models")
+            await wait_up(f"http://127.0.0.1:{procs.proxy_port}/healthz")
+            url = running_server_url(Path(tmp) / "data")
+            assert url, "the proxy's embedded redis is not running"
+            store = await Store.connect(url)
+            bench = Bench(procs, store, quick=quick)
+            started = time.time()
+            print(f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Python {sys.version.split()[0]}")
+            results = await bench.rounds(rounds)
+            print("\n" + table(results))
+            print("\nPer-turn proxy CPU (process CPU time, ms per request):")
+            print("| history | delta client | full-history client |\n|---|---|---|")
+            figures = {}
+            for depth in (10, 100, 1000):
+                delta = await bench.cpu_per_turn(depth, full_history=False)
+                full = await bench.cpu_per_turn(depth, full_history=True)
+                figures[depth] = (delta, full)
+                print(f"| {depth} turns | {delta:.2f} | {full:.2f} |")
+            print(f"| ratio 1000/10 | {figures[1000][0] / figures[10][0]:.2f} | {figures[1000][1] / figures[10][1]:.2f} |")
+            idle, peak = await bench.memory()
+            print(f"\nProxy RSS: idle {idle:.0f} MB, under c=64 {peak:.0f} MB")
+            print(f"(run took {time.time() - started:.0f} s)")
+            await store.close()
+        finally:
+            procs.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short runs, two rounds: under a minute")
+    parser.add_argument("--rounds", type=int, help="rounds of interleaved targets (default 3, quick 2)")
+    args = parser.parse_args()
+    asyncio.run(main_async(args.quick, args.rounds or (2 if args.quick else 3)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Pre-populated sessions for the benchmark, written straight to the proxy's Redis.
+
+Each session gets the same synthetic history, journaled as the proxy itself would
+journal it (hashes, token counts, chain index), so the proxy sees real sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import tiktoken
+
+from proxy.context.tokens import FALLBACK_ENCODING, count_message
+from proxy.sessions import TurnDraft, message_hash, tenant_of
+from proxy.store import SessionKeys, Store
+from proxy.types import JSONObject, Message
+
+API_KEY = "sk-bench"
+TENANT = tenant_of(f"Bearer {API_KEY}", "")
+SYSTEM: Message = {"role": "system", "content": "You are a helpful assistant. Answer briefly and precisely."}
+
+
+def user_message(n: int) -> Message:
+    return {"role": "user", "content": f"Question {n}: what is the status of item {n} in the inventory, and when was it last moved?"}
+
+
+def assistant_message(n: int) -> Message:
+    return {"role": "assistant", "content": f"Item {n} is in stock; it was last moved on day {n % 28 + 1} to shelf {n % 17}."}
+
+
+def history(depth: int) -> list[Message]:
+    messages = [SYSTEM]
+    for n in range(depth):
+        messages += [user_message(n), assistant_message(n)]
+    return messages
+
+
+def _records(depth: int) -> list[tuple[JSONObject, list[str]]]:
+    encoder = tiktoken.get_encoding(FALLBACK_ENCODING)
+    records = []
+    for n in range(depth):
+        inputs = ([SYSTEM] if n == 0 else []) + [user_message(n)]
+        output = assistant_message(n)
+        draft = TurnDraft(
+            model="bench-model",
+            input=inputs,
+            input_tokens=[count_message(encoder, m) for m in inputs],
+            input_hashes=[message_hash(m) for m in inputs],
+            encoding=FALLBACK_ENCODING,
+            request_id=f"req_bench_{n}",
+            window="win_0",
+            stream=False,
+        )
+        record = draft.record(
+            status="completed", output=output, output_tokens=count_message(encoder, output),
+            output_hash=message_hash(output), usage=None, error=None,
+        )  # fmt: skip
+        records.append((record, record["hashes"]))
+    return records
+
+
+async def populate(store: Store, sessions: list[str], depth: int, *, parallel: int = 64) -> None:
+    records = _records(depth)
+    queue = list(sessions)
+
+    async def fill() -> None:
+        while queue:
+            keys = SessionKeys(TENANT, queue.pop())
+            for record, hashes in records:
+                await store.append_turn(keys, record, parent=None, completed=True, hashes=hashes, ttl_s=3600, usage=None)
+
+    await asyncio.gather(*(fill() for _ in range(parallel)))
