@@ -14,12 +14,13 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from proxy.config import Settings
+from proxy.context.cache import PathCache
 from proxy.context.runner import CompactionRunner
 from proxy.context.strategies import StrategyRegistry
 from proxy.context.tokens import TokenCounter
 from proxy.handlers import admin, chat, health, passthrough
 from proxy.handlers.errors import error_middleware
-from proxy.keys import EMBEDDED, METRICS, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
+from proxy.keys import EMBEDDED, METRICS, PATHS, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
 from proxy.metrics import Metrics
 from proxy.store import EmbeddedRedis, Store
 from proxy.upstream import UpstreamClient
@@ -76,6 +77,7 @@ def create_app(settings: Settings) -> web.Application:
     app[METRICS] = Metrics()
     overrides = {name: m.encoding for name, m in settings.context.models.items() if m.encoding}
     app[TOKENS] = TokenCounter(overrides)
+    app[PATHS] = PathCache()
     app[STRATEGIES] = StrategyRegistry.from_settings(settings.context)
     app.cleanup_ctx.extend([_redis_ctx, _upstream_ctx, _runner_ctx])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.config import Settings
+from proxy.context.cache import PathCache
 from proxy.context.runner import CompactionRunner
 from proxy.context.strategies import StrategyRegistry
 from proxy.context.tokens import TokenCounter
@@ -20,5 +21,6 @@ TOKENS = web.AppKey("tokens", TokenCounter)
 METRICS = web.AppKey("metrics", Metrics)
 STRATEGIES = web.AppKey("strategies", StrategyRegistry)
 RUNNER = web.AppKey("runner", CompactionRunner)
+PATHS = web.AppKey("paths", PathCache)
 
 ROUTE_MODEL = web.RequestKey("model", str)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from proxy.context.window import Window
 from proxy.sessions import Turn, leading_count
@@ -47,7 +48,7 @@ class History:
     window: Window
     units: tuple[Unit, ...]
 
-    @property
+    @cached_property
     def total(self) -> int:
         w = self.window
         return sum(w.leading_tokens) + w.summary_tokens + sum(w.pinned_tokens) + sum(u.total for u in self.units)
@@ -87,12 +88,24 @@ def build_history(window: Window, turns: Sequence[Turn]) -> History:
                 leading_hashes=first.hashes[:lead],
             )
             rest = Turn(
-                seq=first.seq, parent=first.parent, status=first.status, model=first.model,
+                seq=first.seq, status=first.status, model=first.model,
                 input=first.input[lead:], output=first.output, tokens=first.tokens[lead:],
                 hashes=first.hashes[lead:], encoding=first.encoding,
             )  # fmt: skip
             completed[0] = rest
     return History(window, tuple(group_units(completed)))
+
+
+def extend_history(history: History, turns: Sequence[Turn]) -> History:
+    """`history` followed by newer completed turns; regroups only the last unit, so a turn
+    costs work in proportion to what is new."""
+    completed = [t for t in turns if t.completed]
+    if not completed:
+        return history
+    if not history.units:
+        return build_history(history.window, completed)
+    last = history.units[-1]
+    return History(history.window, (*history.units[:-1], *group_units([*last.turns, *completed])))
 
 
 def group_units(turns: Sequence[Turn]) -> list[Unit]:

@@ -8,7 +8,7 @@ from proxy.context.tokens import count_messages
 from proxy.errors import NotFound
 from proxy.handlers.chat import compose_messages
 from proxy.handlers.conversation import load_conversation
-from proxy.keys import SETTINGS, STORE, TOKENS
+from proxy.keys import PATHS, SETTINGS, STORE, TOKENS
 from proxy.sessions import Identity, tenant_of
 from proxy.sessions.identity import validate_session_id
 from proxy.sessions.view import session_view
@@ -35,7 +35,7 @@ async def show_context(request: web.Request) -> web.Response:
     keys = SessionKeys(identity.tenant, identity.session)
     if await request.app[STORE].read_session(keys) is None:
         raise NotFound(f"no session {identity.session!r} for this API key")
-    conversation = await load_conversation(request.app[STORE], identity, [])
+    conversation = await load_conversation(request.app[STORE], request.app[PATHS], identity, [])
     messages = compose_messages(conversation.history, [])
     model = request.query.get("model", "gpt-4o-mini")
     encoder = await request.app[TOKENS].encoder_for(model)
@@ -53,6 +53,7 @@ async def show_context(request: web.Request) -> web.Response:
 async def delete_session(request: web.Request) -> web.Response:
     identity = _identity(request)
     deleted = await request.app[STORE].delete_session(SessionKeys(identity.tenant, identity.session))
+    request.app[PATHS].discard((identity.tenant, identity.session))
     if not deleted:
         raise NotFound(f"no session {identity.session!r} for this API key")
     return web.json_response({"id": identity.session, "object": "session.deleted", "deleted": True})

@@ -16,6 +16,7 @@ import orjson
 from aiohttp import web
 
 from proxy.context.budget import Budget, make_budget
+from proxy.context.cache import PathCache
 from proxy.context.compose import History
 from proxy.context.history import ensure_valid_history
 from proxy.context.janitor import fit
@@ -35,7 +36,7 @@ from proxy.handlers.conversation import Conversation, load_conversation
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.relay import Outcome, StreamRelay, relay_json
 from proxy.handlers.validation import ChatRequest, parse_chat_request, read_body
-from proxy.keys import METRICS, ROUTE_MODEL, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
+from proxy.keys import METRICS, PATHS, ROUTE_MODEL, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
 from proxy.sessions import Identity, TurnDraft, identify, message_hash, tenant_of, wire
 from proxy.types import Message
 
@@ -62,7 +63,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         header_name=settings.sessions.header,
         messages=chat.messages,
     )
-    conversation = await load_conversation(app[STORE], identity, chat.messages)
+    conversation = await load_conversation(app[STORE], app[PATHS], identity, chat.messages)
     new_input = conversation.reconciled.new_input
 
     tokens = app[TOKENS]
@@ -125,7 +126,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     finally:
         await asyncio.shield(_record(request, conversation, draft, outcome, sent_tokens, encoder))
     if fitted.deferred:
-        job = _background_job(compaction, conversation, strategy, summarizer, budget, encoder, request_id)
+        job = _background_job(compaction, app[PATHS], conversation, strategy, summarizer, budget, encoder, request_id)
         app[RUNNER].submit(conversation.keys.index_member, lambda: exclusive(compaction, job))
     return response
 
@@ -193,6 +194,7 @@ async def _record(
 
 def _background_job(
     ctx: CompactionContext,
+    paths: PathCache,
     conversation: Conversation,
     strategy: Strategy,
     summarizer: Summarizer,
@@ -204,7 +206,7 @@ def _background_job(
     identity = Identity(conversation.identity.tenant, conversation.identity.session, derived=False)
 
     async def job() -> None:
-        current = await load_conversation(ctx.store, identity, [])
+        current = await load_conversation(ctx.store, paths, identity, [])
         history = current.history
         data = CompactionInput(
             history, budget, 0, summarizer, archive_uri(history.window), lambda text: len(encoder.encode_ordinary(text))

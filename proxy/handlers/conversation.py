@@ -1,14 +1,16 @@
 """Load a session's conversation for one request: reconcile it, rebuild the history.
 
-One store round trip (`load_context`) returns where the request attaches and the path
-of turns to it; the rest is pure (`reconcile`, `build_history`).
+One store round trip (`load_context`) returns where the request attaches and the turns
+of the path to it that this process has not cached yet; the rest is pure
+(`reconcile`, `build_history`, `extend_history`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.context.compose import History, build_history
+from proxy.context.cache import CachedPath, PathCache
+from proxy.context.compose import History, build_history, extend_history
 from proxy.context.janitor import Breaker
 from proxy.context.window import Window
 from proxy.sessions import (
@@ -20,7 +22,7 @@ from proxy.sessions import (
     prefix_query,
     reconcile,
 )
-from proxy.store import SessionKeys, Store
+from proxy.store import LoadedSession, SessionKeys, Store
 from proxy.types import JSONObject, Message
 
 
@@ -36,26 +38,42 @@ class Conversation:
     """The session's window as stored (the CAS base for landing a compaction)."""
 
 
-async def load_conversation(store: Store, identity: Identity, messages: list[Message]) -> Conversation:
+async def load_conversation(store: Store, cache: PathCache, identity: Identity, messages: list[Message]) -> Conversation:
     keys = SessionKeys(identity.tenant, identity.session)
+    cache_key = (identity.tenant, identity.session)
     hashes = [message_hash(m) for m in messages]
     offset, prefixes = prefix_query(chain_hashes(hashes), messages)
-    loaded = await store.load_context(keys, offset, prefixes)
-    stored_window = Window.from_json(loaded.window)
-    window = stored_window
-    turns = [Turn.from_record(seq, -2, record) for seq, record in loaded.turns]
-    if not loaded.window_applies:
-        window = Window(current=stored_window.current, first=stored_window.first, previous=stored_window.previous)
+    cached = cache.get(cache_key)
+    known, known_window = (cached.head, cached.window_id) if cached else (-1, "")
+    loaded = await store.load_context(keys, offset, prefixes, known=known, known_window=known_window)
+    turns = [Turn.from_record(seq, record) for seq, record in loaded.turns]
+    if cached is not None and loaded.extends:
+        stored_window, applies = cached.stored_window, cached.applies
+        history = extend_history(cached.history, turns)
+    else:
+        stored_window, applies = Window.from_json(loaded.window), loaded.window_applies
+        history = build_history(_window_for_path(stored_window, applies), turns)
     if identity.derived and not loaded.found:
-        turns = []
-    history = build_history(window, turns)
+        history = build_history(_window_for_path(stored_window, False), [])
+    elif loaded.parent >= 0:
+        cache.put(cache_key, CachedPath(loaded.parent, loaded.window_id, stored_window, applies, history))
     reconciled = reconcile(messages, hashes, loaded, derived=identity.derived, session_leading=history.leading_hashes())
     return Conversation(
         identity=identity,
         keys=keys,
         history=history,
         reconciled=reconciled,
-        breaker=Breaker.parse(str(loaded.breaker)),
+        breaker=Breaker.parse(loaded.breaker),
         usage=loaded.usage,
         stored_window=stored_window,
     )
+
+
+def _window_for_path(stored: Window, applies: bool) -> Window:
+    """The stored window, or (for a branch that left before its boundary) a fresh one in its lineage."""
+    if applies:
+        return stored
+    return Window(current=stored.current, first=stored.first, previous=stored.previous)
+
+
+__all__ = ["Conversation", "LoadedSession", "load_conversation"]

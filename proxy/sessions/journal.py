@@ -22,7 +22,6 @@ Status = Literal["completed", "failed", "canceled", "interrupted"]
 @dataclass(frozen=True)
 class Turn:
     seq: int
-    parent: int
     status: str
     model: str
     input: tuple[Message, ...]
@@ -49,10 +48,9 @@ class Turn:
         return (*self.input, self.output)
 
     @classmethod
-    def from_record(cls, seq: int, parent: int, record: JSONObject) -> Turn:
+    def from_record(cls, seq: int, record: JSONObject) -> Turn:
         return cls(
             seq=seq,
-            parent=parent,
             status=record["status"],
             model=record.get("model", ""),
             input=tuple(record.get("input", ())),

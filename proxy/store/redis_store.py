@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ class LoadedSession:
     window: JSONObject | None
     usage: JSONObject | None
     breaker: str
+    window_id: str
+    """The session's epoch and current window id: what a cached path is valid for."""
+    extends: bool
+    """True when `turns` continue the caller's cached path (only the new ones are sent)."""
     turns: list[tuple[int, JSONObject]]
 
 
@@ -110,11 +115,15 @@ class Store:
         except (RedisError, OSError):
             return False
 
-    async def load_context(self, keys: SessionKeys, offset: int, prefix_hashes: list[str]) -> LoadedSession:
+    async def load_context(
+        self, keys: SessionKeys, offset: int, prefix_hashes: list[str], *, known: int = -1, known_window: str = ""
+    ) -> LoadedSession:
+        """Where the request attaches and the path to it; only the turns after `known` if it is on it."""
+        args: list[str | int] = [offset, known, known_window, *prefix_hashes]
         with _mapped():
-            raw = await self._load_context(keys=[keys.meta, keys.turns, keys.links, keys.chain], args=[offset, *prefix_hashes])
-        head, parent, matched, found, applies, window, usage, breaker = raw[:8]
-        rest = raw[8:]
+            raw = await self._load_context(keys=[keys.meta, keys.turns, keys.links, keys.chain], args=args)
+        head, parent, matched, found, applies, window, usage, breaker, window_id, extends = raw[:10]
+        rest = raw[10:]
         turns = [(int(rest[i]), orjson.loads(rest[i + 1])) for i in range(0, len(rest), 2)]
         return LoadedSession(
             head=int(head),
@@ -125,6 +134,8 @@ class Store:
             window=orjson.loads(window) if window else None,
             usage=orjson.loads(usage) if usage else None,
             breaker=breaker.decode() if isinstance(breaker, bytes) else str(breaker),
+            window_id=window_id.decode() if isinstance(window_id, bytes) else str(window_id),
+            extends=bool(extends),
             turns=turns,
         )
 
@@ -149,6 +160,7 @@ class Store:
             int(time.time()),
             keys.index_member,
             orjson.dumps(usage) if usage else "",
+            uuid.uuid4().hex,
         ]
         with _mapped():
             seq, real_parent, depth = await self._append_turn(keys=[*keys.all(), SESSION_INDEX], args=args)

@@ -16,7 +16,7 @@ def turn(seq: int, user: Any, answer: Any = "ok", *, status: str = "completed", 
     output = answer if isinstance(answer, dict) else {"role": "assistant", "content": answer}
     messages = [*inputs, output]
     return Turn(
-        seq=seq, parent=seq - 1, status=status, model="m", input=tuple(inputs), output=output,
+        seq=seq, status=status, model="m", input=tuple(inputs), output=output,
         tokens=tuple(10 for _ in messages), hashes=tuple(message_hash(m) for m in messages), encoding="test",
     )  # fmt: skip
 

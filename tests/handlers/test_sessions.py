@@ -210,3 +210,20 @@ async def test_history_survives_a_restart(fake: FakeOpenAI, tmp_path: Path, aioh
         assert r.status == 200
         await client.close()
     assert [m["content"] for m in fake.chats[-1]["messages"] if m["role"] == "user"] == ["before restart", "after restart"]
+
+
+async def test_replicas_share_sessions_and_caches_never_go_stale(start_proxy: ProxyFactory) -> None:
+    first, second = await start_proxy(), await start_proxy()
+    a = first.client(default_headers={"X-Session-Id": "shared-replicas"})
+    b = second.client(default_headers={"X-Session-Id": "shared-replicas"})
+    for n in range(6):
+        await (a if n % 2 else b).chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": f"r{n}"}])
+    assert [m["content"] for m in first.fake.chats[-1]["messages"] if m["role"] == "user"] == [f"r{n}" for n in range(6)]
+    async with aiohttp.ClientSession() as http:
+        async with http.delete(second.url + "/v1/sessions/shared-replicas", headers={"Authorization": "Bearer sk-test"}) as r:
+            assert r.status == 200
+    for n in range(7):  # the recreated session reaches the seq numbers the first replica has cached
+        await b.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": f"new{n}"}])
+    await a.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "last"}])
+    users = [m["content"] for m in first.fake.chats[-1]["messages"] if m["role"] == "user"]
+    assert users == [f"new{n}" for n in range(7)] + ["last"]

@@ -9,7 +9,7 @@ SYS = {"role": "system", "content": "rules"}
 
 
 def loaded(*, head: int = -1, parent: int = -1, matched: int = 0, found: bool = False) -> LoadedSession:
-    return LoadedSession(head, parent, matched, found, True, None, None, "0", [])
+    return LoadedSession(head, parent, matched, found, True, None, None, "0", "win_0", False, [])
 
 
 def hashes(messages: list[dict[str, str]]) -> list[str]:

@@ -2,7 +2,9 @@
 -- KEYS: 1 meta, 2 turns, 3 links, 4 chain, 5 events, 6 archive, 7 session index
 -- ARGV: 1 turn JSON, 2 parent ("head" or a seq, -1 = root), 3 completed ("1"/"0"),
 --       4 ttl seconds, 5 message hashes of the turn (space separated, input then output),
---       6 now (unix seconds), 7 session index member, 8 usage feedback JSON ('' = none)
+--       6 now (unix seconds), 7 session index member, 8 usage feedback JSON ('' = none),
+--       9 a fresh random epoch, kept only if the session is new (it tells a recreated
+--       session from the deleted one it replaces, for the callers' caches)
 -- Returns {seq, parent, depth}.
 -- A "head" parent is resolved here, at commit time: concurrent delta requests on one
 -- session are thereby journaled in commit order, each exactly once, whichever proxy
@@ -43,6 +45,7 @@ redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' ' .. chain)
 redis.call('HSET', KEYS[2], seq, ARGV[1])
 redis.call('HSET', KEYS[1], 'updated', ARGV[6])
 redis.call('HSETNX', KEYS[1], 'created', ARGV[6])
+redis.call('HSETNX', KEYS[1], 'epoch', ARGV[9])
 local ttl = tonumber(ARGV[4])
 for i = 1, 6 do
   redis.call('EXPIRE', KEYS[i], ttl)

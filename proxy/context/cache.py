@@ -1,0 +1,64 @@
+"""A per-process cache of each session's recent path, so a turn loads only what is new.
+
+Turns and their parent links never change once written, so a cached path stays exact
+for as long as the session's window is the same: the store is asked only for the
+turns after the cached head (`load_context.lua` checks that the head is on the path
+and the window unchanged). Any other case is a full load that replaces the entry.
+Every replica keeps its own cache; Redis stays the only source of truth.
+Bounded by the number of cached messages, least recently used first out.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from proxy.context.compose import History
+from proxy.context.window import Window
+
+MAX_MESSAGES = 50_000
+
+
+@dataclass(frozen=True)
+class CachedPath:
+    head: int
+    """The last turn of the cached path."""
+    window_id: str
+    stored_window: Window
+    applies: bool
+    history: History
+
+    @property
+    def size(self) -> int:
+        return sum(len(u.messages) for u in self.history.units) + 1
+
+
+class PathCache:
+    def __init__(self, max_messages: int = MAX_MESSAGES) -> None:
+        self._entries: OrderedDict[tuple[str, str], CachedPath] = OrderedDict()
+        self._sizes: dict[tuple[str, str], int] = {}
+        self._total = 0
+        self._max = max_messages
+
+    def get(self, key: tuple[str, str]) -> CachedPath | None:
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def put(self, key: tuple[str, str], entry: CachedPath) -> None:
+        self.discard(key)
+        size = entry.size
+        self._entries[key] = entry
+        self._sizes[key] = size
+        self._total += size
+        while self._total > self._max and len(self._entries) > 1:
+            oldest = next(iter(self._entries))
+            self.discard(oldest)
+
+    def discard(self, key: tuple[str, str]) -> None:
+        if self._entries.pop(key, None) is not None:
+            self._total -= self._sizes.pop(key)
+
+    def __len__(self) -> int:
+        return len(self._entries)
