@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from proxy.context.compose import History
 from proxy.context.window import Window
 
-MAX_MESSAGES = 50_000
+MAX_MESSAGES = 20_000
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class CachedPath:
 
     @property
     def size(self) -> int:
-        return sum(len(u.messages) for u in self.history.units) + 1
+        return self.history.message_count + 1
 
 
 class PathCache:

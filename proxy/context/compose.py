@@ -11,12 +11,17 @@ with tool calls and its results never separate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import chain
 from dataclasses import dataclass
 from functools import cached_property
 
+import orjson
+
+from proxy.context.history import CONTINUATION, ensure_valid_history, pair_tool_calls
 from proxy.context.window import Window
-from proxy.sessions import Turn, leading_count
+from proxy.sessions import Turn, leading_count, wire
+from proxy.sessions.messages import LEADING_ROLES
 from proxy.types import Message
 
 
@@ -32,7 +37,7 @@ class Unit:
     def last_seq(self) -> int:
         return self.turns[-1].seq
 
-    @property
+    @cached_property
     def total(self) -> int:
         return sum(self.tokens)
 
@@ -40,18 +45,42 @@ class Unit:
     def pinned(self) -> bool:
         return any(m.get("pinned") is True for m in self.messages)
 
+    @cached_property
+    def paired(self) -> list[Message]:
+        """The unit's messages as sent: tool calls paired with results, no proxy markers."""
+        return [wire(m) for m in pair_tool_calls(list(self.messages))]
+
+    @cached_property
+    def wire_json(self) -> bytes:
+        """`paired` serialized once: a settled unit is sent byte-identical on every request."""
+        return b",".join(orjson.dumps(m) for m in self.paired)
+
 
 @dataclass(frozen=True)
 class History:
-    """The session's past as the next request sees it."""
+    """The session's past as the next request sees it.
+
+    Built with `of` (work in proportion to all units) or `extend_history` (in
+    proportion to what is new): the unit totals and the serialized settled units are
+    carried along, so an ongoing conversation never re-walks its whole history.
+    """
 
     window: Window
     units: tuple[Unit, ...]
+    units_tokens: int
+    message_count: int
+    settled_json: bytes
+    """`wire_json` of every unit but the last, comma-joined."""
+
+    @classmethod
+    def of(cls, window: Window, units: tuple[Unit, ...]) -> History:
+        settled = b",".join(u.wire_json for u in units[:-1] if u.wire_json)
+        return cls(window, units, sum(u.total for u in units), sum(len(u.messages) for u in units), settled)
 
     @cached_property
     def total(self) -> int:
         w = self.window
-        return sum(w.leading_tokens) + w.summary_tokens + sum(w.pinned_tokens) + sum(u.total for u in self.units)
+        return sum(w.leading_tokens) + w.summary_tokens + sum(w.pinned_tokens) + self.units_tokens
 
     def messages(self) -> list[Message]:
         w = self.window
@@ -69,6 +98,46 @@ class History:
             return list(self.window.leading_hashes)
         first = self.units[0].turns[0]
         return list(first.hashes[: leading_count(list(first.input))])
+
+
+def compose_messages(history: History, new_input: list[Message]) -> list[Message]:
+    """The messages sent upstream: history + new input, made valid, without proxy markers."""
+    return [wire(m) for m in ensure_valid_history([*history.messages(), *new_input])]
+
+
+def compose_json(history: History, new_input: list[Message]) -> bytes:
+    """`compose_messages` as a JSON array, reusing the cached bytes of every settled unit.
+
+    A unit boundary never falls inside an open tool call, so each unit but the last is
+    valid on its own; the last unit is validated together with the new input, which may
+    answer its tool calls. Only the window head and that tail are serialized per request.
+    """
+    w = history.window
+    head = [wire(m) for m in (*w.leading, *((w.summary,) if w.summary else ()), *w.pinned)]
+    tail_source = [*(history.units[-1].messages if history.units else ()), *new_input]
+    tail = [wire(m) for m in pair_tool_calls(tail_source)]
+    settled = (u.paired for u in history.units[:-1])
+    first = _first_after_leading(chain([head], settled, [tail]))
+    if first is not None and first[1].get("role") != "user":
+        if first[0] > len(head):
+            return orjson.dumps(compose_messages(history, new_input))
+        head.insert(first[0], {"role": "user", "content": CONTINUATION})
+    parts = [orjson.dumps(m) for m in head]
+    if history.settled_json:
+        parts.append(history.settled_json)
+    parts.extend(orjson.dumps(m) for m in tail)
+    return b"[" + b",".join(parts) + b"]"
+
+
+def _first_after_leading(parts: Iterable[list[Message]]) -> tuple[int, Message] | None:
+    """The global index and message of the first non-system/developer message."""
+    index = 0
+    for part in parts:
+        for message in part:
+            if message.get("role") not in LEADING_ROLES:
+                return index, message
+            index += 1
+    return None
 
 
 def build_history(window: Window, turns: Sequence[Turn]) -> History:
@@ -93,7 +162,7 @@ def build_history(window: Window, turns: Sequence[Turn]) -> History:
                 hashes=first.hashes[lead:], encoding=first.encoding,
             )  # fmt: skip
             completed[0] = rest
-    return History(window, tuple(group_units(completed)))
+    return History.of(window, tuple(group_units(completed)))
 
 
 def extend_history(history: History, turns: Sequence[Turn]) -> History:
@@ -105,7 +174,16 @@ def extend_history(history: History, turns: Sequence[Turn]) -> History:
     if not history.units:
         return build_history(history.window, completed)
     last = history.units[-1]
-    return History(history.window, (*history.units[:-1], *group_units([*last.turns, *completed])))
+    regrouped = group_units([*last.turns, *completed])
+    newly_settled = b",".join(u.wire_json for u in regrouped[:-1] if u.wire_json)
+    settled = b",".join(p for p in (history.settled_json, newly_settled) if p)
+    return History(
+        history.window,
+        (*history.units[:-1], *regrouped),
+        history.units_tokens - last.total + sum(u.total for u in regrouped),
+        history.message_count - len(last.messages) + sum(len(u.messages) for u in regrouped),
+        settled,
+    )
 
 
 def group_units(turns: Sequence[Turn]) -> list[Unit]:

@@ -16,6 +16,13 @@ CONTINUATION = "[conversation continues]"
 
 
 def ensure_valid_history(messages: list[Message]) -> list[Message]:
+    return user_first(pair_tool_calls(messages))
+
+
+def pair_tool_calls(messages: list[Message]) -> list[Message]:
+    """Drop tool results with no matching call; give each unanswered call a placeholder result."""
+    if not any(m.get("role") == "tool" or m.get("tool_calls") for m in messages):
+        return messages
     out: list[Message] = []
     pending: list[str] = []
     for message in messages:
@@ -31,10 +38,15 @@ def ensure_valid_history(messages: list[Message]) -> list[Message]:
         if role == "assistant":
             pending = [c.get("id") for c in message.get("tool_calls") or () if c.get("id")]
     _fill_missing(out, pending)
-    lead = leading_count(out)
-    if lead < len(out) and out[lead].get("role") != "user":
-        out.insert(lead, {"role": "user", "content": CONTINUATION})
     return out
+
+
+def user_first(messages: list[Message]) -> list[Message]:
+    """The first message after the leading system/developer block must be a user message."""
+    lead = leading_count(messages)
+    if lead < len(messages) and messages[lead].get("role") != "user":
+        return [*messages[:lead], {"role": "user", "content": CONTINUATION}, *messages[lead:]]
+    return messages
 
 
 def _fill_missing(out: list[Message], pending: list[str]) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from proxy.context.compose import compose_messages
 from proxy.context.tokens import count_messages
 from proxy.errors import NotFound
-from proxy.handlers.chat import compose_messages
 from proxy.handlers.conversation import load_conversation
 from proxy.keys import PATHS, SETTINGS, STORE, TOKENS
 from proxy.sessions import Identity, tenant_of

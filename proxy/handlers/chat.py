@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
+import os
 from collections.abc import Awaitable, Callable
 
 import orjson
@@ -17,8 +17,7 @@ from aiohttp import web
 
 from proxy.context.budget import Budget, make_budget
 from proxy.context.cache import PathCache
-from proxy.context.compose import History
-from proxy.context.history import ensure_valid_history
+from proxy.context.compose import compose_json
 from proxy.context.janitor import fit
 from proxy.context.tokens import count_message, request_overhead
 from proxy.context.strategies import CompactionInput, Strategy, StrategyError, Summarizer
@@ -37,8 +36,7 @@ from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.relay import Outcome, StreamRelay, relay_json
 from proxy.handlers.validation import ChatRequest, parse_chat_request, read_body
 from proxy.keys import METRICS, PATHS, ROUTE_MODEL, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
-from proxy.sessions import Identity, TurnDraft, identify, message_hash, tenant_of, wire
-from proxy.types import Message
+from proxy.sessions import Identity, TurnDraft, identify, message_hash, tenant_of
 
 log = logging.getLogger("context_proxy.chat")
 
@@ -53,7 +51,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     spec = app[STRATEGIES].spec_for(chat.model, request.headers.get(STRATEGY_HEADER))
     if spec is None:
         return await _pass_through(request, chat)
-    request_id = "req_" + uuid.uuid4().hex[:24]
+    request_id = "req_" + os.urandom(12).hex()
     authorization = request.headers.get("Authorization")
 
     identity = identify(
@@ -100,7 +98,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     compaction = CompactionContext(app[STORE], conversation.keys, settings, app[METRICS])
     await settle(compaction, fitted, conversation.stored_window, conversation.breaker, strategy.name, request_id=request_id)
 
-    messages = compose_messages(fitted.history, new_input)
+    messages = compose_json(fitted.history, new_input)
     sent_tokens = fitted.tokens + sum(new_tokens) + overhead
     window_id = fitted.history.window.current
     extra = {
@@ -131,24 +129,27 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def compose_messages(history: History, new_input: list[Message]) -> list[Message]:
-    """The messages sent upstream: history + new input, valid, without proxy markers."""
-    return [wire(m) for m in ensure_valid_history([*history.messages(), *new_input])]
+def upstream_body(chat: ChatRequest, messages_json: bytes) -> bytes:
+    """The client's body with the composed messages spliced in; streams always ask for usage."""
+    rest = {k: v for k, v in chat.body.items() if k != "messages"}
+    if chat.stream:
+        rest["stream_options"] = {**(chat.body.get("stream_options") or {}), "include_usage": True}
+    others = orjson.dumps(rest)
+    if others == b"{}":
+        return b'{"messages":' + messages_json + b"}"
+    return b'{"messages":' + messages_json + b"," + others[1:]
 
 
 async def _forward_and_relay(
-    request: web.Request, chat: ChatRequest, messages: list[Message], extra: dict[str, str]
+    request: web.Request, chat: ChatRequest, messages_json: bytes, extra: dict[str, str]
 ) -> tuple[web.StreamResponse, Outcome]:
     app = request.app
     upstream = app[UPSTREAM]
-    body = {**chat.body, "messages": messages}
-    if chat.stream:
-        body["stream_options"] = {**(chat.body.get("stream_options") or {}), "include_usage": True}
     headers = upstream.headers_for(request.headers, session_header=app[SETTINGS].sessions.header)
     headers["Content-Type"] = "application/json"
     headers["Accept-Encoding"] = "identity"
     started = asyncio.get_running_loop().time()
-    answer = await upstream.send("POST", "/v1/chat/completions", headers=headers, body=orjson.dumps(body))
+    answer = await upstream.send("POST", "/v1/chat/completions", headers=headers, body=upstream_body(chat, messages_json))
     app[METRICS].upstream_done("/v1/chat/completions", asyncio.get_running_loop().time() - started)
     if not chat.stream:
         return await relay_json(request, answer, extra)

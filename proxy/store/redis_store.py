@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -160,7 +160,7 @@ class Store:
             int(time.time()),
             keys.index_member,
             orjson.dumps(usage) if usage else "",
-            uuid.uuid4().hex,
+            os.urandom(8).hex(),
         ]
         with _mapped():
             seq, real_parent, depth = await self._append_turn(keys=[*keys.all(), SESSION_INDEX], args=args)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from proxy.context.compose import build_history, group_units
+import orjson
+
+from proxy.context.compose import build_history, compose_json, compose_messages, extend_history, group_units
 from proxy.context.window import Window
 from tests.context.factories import history, turn
 
@@ -46,3 +48,52 @@ def test_window_json_round_trip_and_lineage() -> None:
     assert (window.first, window.previous, window.current) == ("win_0", "win_0", "win_1")
     assert Window.from_json(window.to_json()) == window
     assert window.advance().current == "win_2"
+
+
+def _call(call_id: str) -> dict:  # type: ignore[type-arg]
+    return {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+
+
+def _histories() -> list[tuple[object, list[dict]]]:  # type: ignore[type-arg]
+    tool = {"role": "tool", "tool_call_id": "c1", "content": "r"}
+    summary_window = Window(current="win_1", boundary=0, summary={"role": "user", "content": "S"}, leading=({"role": "system", "content": "sys"},))
+    assistant_first = Window(current="win_1", boundary=0, leading=({"role": "system", "content": "sys"},))
+    return [
+        (history(4), [{"role": "user", "content": "new"}]),
+        (build_history(Window(), [turn(0, "u0", _call("c1"))]), [tool]),  # a delta client answering the call
+        (build_history(Window(), [turn(0, "u0", _call("c1")), turn(1, "u1")]), [{"role": "user", "content": "n"}]),  # unanswered
+        (build_history(Window(), [turn(0, {"role": "tool", "tool_call_id": "zz", "content": "orphan"}), turn(1, "u1")]), []),
+        (build_history(summary_window, [turn(3, {"role": "user", "content": "p", "pinned": True})]), [{"role": "user", "content": "x"}]),
+        (build_history(assistant_first, [turn(2, {"role": "assistant", "content": "a"}, "b")]), [{"role": "user", "content": "x"}]),
+        (build_history(Window(), []), [{"role": "system", "content": "s"}, {"role": "user", "content": "first"}]),
+    ]
+
+
+def test_compose_json_equals_compose_messages() -> None:
+    for h, new in _histories():
+        assert orjson.loads(compose_json(h, new)) == compose_messages(h, new)  # type: ignore[arg-type]
+    h, new = _histories()[1]
+    assert compose_messages(h, new)[-1] == {"role": "tool", "tool_call_id": "c1", "content": "r"}  # type: ignore[arg-type]
+
+
+def test_settled_units_are_serialized_once() -> None:
+    h = history(5)
+    first = compose_json(h, [{"role": "user", "content": "a"}])
+    cached = [u.__dict__.get("wire_json") for u in h.units[:-1]]
+    assert all(cached)
+    second = compose_json(h, [{"role": "user", "content": "b"}])
+    assert first[: first.index(b'"a"')] == second[: second.index(b'"b"')]
+
+
+def test_extending_a_history_equals_building_it_whole() -> None:
+    call = _call("c9")
+    turns = [turn(0, "u0", lead=({"role": "system", "content": "sys"},)), turn(1, "u1", call),
+             turn(2, {"role": "tool", "tool_call_id": "c9", "content": "r"}, "done"), turn(3, "u3"), turn(4, "u4")]  # fmt: skip
+    whole = build_history(Window(), turns)
+    for split in range(1, len(turns)):
+        grown = build_history(Window(), turns[:split])
+        for t in turns[split:]:
+            grown = extend_history(grown, [t])
+        assert grown.units == whole.units
+        assert (grown.units_tokens, grown.message_count, grown.settled_json) == (whole.units_tokens, whole.message_count, whole.settled_json)
+        assert compose_json(grown, []) == compose_json(whole, [])

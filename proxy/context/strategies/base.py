@@ -61,7 +61,7 @@ class CompactionResult:
 
     @property
     def history(self) -> History:
-        return History(self.window, self.kept)
+        return History.of(self.window, self.kept)
 
     @classmethod
     def unchanged(cls, strategy: str, data: CompactionInput, reason: str) -> CompactionResult:
