@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from proxy.context.compose import History
 from proxy.context.window import Window
 
-MAX_MESSAGES = 20_000
+MAX_MESSAGES = 40_000
 
 
 @dataclass(frozen=True)

@@ -20,40 +20,48 @@ import orjson
 
 from proxy.context.history import CONTINUATION, ensure_valid_history, pair_tool_calls
 from proxy.context.window import Window
-from proxy.sessions import Turn, leading_count, wire
+from proxy.sessions import Turn, leading_count, message_hash, wire
 from proxy.sessions.messages import LEADING_ROLES
 from proxy.types import Message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Unit:
     """Consecutive journal turns that compaction keeps or evicts together."""
 
     turns: tuple[Turn, ...]
     messages: tuple[Message, ...]
     tokens: tuple[int, ...]
+    total: int
+    wire_json: bytes
+    """`paired` serialized once: a settled unit is sent byte-identical on every request."""
+
+    @classmethod
+    def of(cls, turns: tuple[Turn, ...]) -> Unit:
+        messages: list[Message] = []
+        tokens: list[int] = []
+        for turn in turns:
+            messages.extend(turn.messages)
+            tokens.extend(turn.tokens[: len(turn.messages)])
+        wire_json = b",".join(orjson.dumps(m) for m in _paired(messages))
+        return cls(turns, tuple(messages), tuple(tokens), sum(tokens), wire_json)
 
     @property
     def last_seq(self) -> int:
         return self.turns[-1].seq
 
-    @cached_property
-    def total(self) -> int:
-        return sum(self.tokens)
-
     @property
     def pinned(self) -> bool:
         return any(m.get("pinned") is True for m in self.messages)
 
-    @cached_property
+    @property
     def paired(self) -> list[Message]:
         """The unit's messages as sent: tool calls paired with results, no proxy markers."""
-        return [wire(m) for m in pair_tool_calls(list(self.messages))]
+        return _paired(list(self.messages))
 
-    @cached_property
-    def wire_json(self) -> bytes:
-        """`paired` serialized once: a settled unit is sent byte-identical on every request."""
-        return b",".join(orjson.dumps(m) for m in self.paired)
+
+def _paired(messages: list[Message]) -> list[Message]:
+    return [wire(m) for m in pair_tool_calls(messages)]
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,7 @@ class History:
         if self.window.leading_hashes or not self.units:
             return list(self.window.leading_hashes)
         first = self.units[0].turns[0]
-        return list(first.hashes[: leading_count(list(first.input))])
+        return [message_hash(m) for m in first.input[: leading_count(list(first.input))]]
 
 
 def compose_messages(history: History, new_input: list[Message]) -> list[Message]:
@@ -154,13 +162,9 @@ def build_history(window: Window, turns: Sequence[Turn]) -> History:
                 previous=window.previous,
                 leading=first.input[:lead],
                 leading_tokens=first.tokens[:lead],
-                leading_hashes=first.hashes[:lead],
+                leading_hashes=tuple(message_hash(m) for m in first.input[:lead]),
             )
-            rest = Turn(
-                seq=first.seq, status=first.status, model=first.model,
-                input=first.input[lead:], output=first.output, tokens=first.tokens[lead:],
-                hashes=first.hashes[lead:], encoding=first.encoding,
-            )  # fmt: skip
+            rest = Turn(first.seq, first.status, first.input[lead:], first.output, first.tokens[lead:])
             completed[0] = rest
     return History.of(window, tuple(group_units(completed)))
 
@@ -197,13 +201,4 @@ def group_units(turns: Sequence[Turn]) -> list[Unit]:
             units[-1].append(turn)
         output = turn.output or {}
         open_calls = bool(output.get("tool_calls"))
-    return [_unit(group) for group in units]
-
-
-def _unit(turns: list[Turn]) -> Unit:
-    messages: list[Message] = []
-    tokens: list[int] = []
-    for turn in turns:
-        messages.extend(turn.messages)
-        tokens.extend(turn.tokens[: len(turn.messages)])
-    return Unit(tuple(turns), tuple(messages), tuple(tokens))
+    return [Unit.of(tuple(group)) for group in units]

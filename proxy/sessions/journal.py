@@ -19,22 +19,16 @@ from proxy.types import JSONObject, Message
 Status = Literal["completed", "failed", "canceled", "interrupted"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Turn:
+    """A journal turn as composition needs it (the stored record has more: model, usage,
+    error, timestamps, request id, window; the session API reads those from the store)."""
+
     seq: int
     status: str
-    model: str
     input: tuple[Message, ...]
     output: Message | None
     tokens: tuple[int, ...]
-    hashes: tuple[str, ...]
-    encoding: str
-    usage: JSONObject | None = None
-    error: JSONObject | None = None
-    request_id: str = ""
-    window: str = ""
-    created: float = 0.0
-    finished: float = 0.0
 
     @property
     def completed(self) -> bool:
@@ -43,7 +37,7 @@ class Turn:
     @property
     def messages(self) -> tuple[Message, ...]:
         """What this turn adds to a later context: its input and, if completed, its output."""
-        if self.output is None or not self.completed:
+        if self.output is None or self.status != "completed":
             return self.input
         return (*self.input, self.output)
 
@@ -52,18 +46,9 @@ class Turn:
         return cls(
             seq=seq,
             status=record["status"],
-            model=record.get("model", ""),
             input=tuple(record.get("input", ())),
             output=record.get("output"),
             tokens=tuple(record.get("tokens", ())),
-            hashes=tuple(record.get("hashes", ())),
-            encoding=record.get("encoding", ""),
-            usage=record.get("usage"),
-            error=record.get("error"),
-            request_id=record.get("request_id", ""),
-            window=record.get("window", ""),
-            created=record.get("created", 0.0),
-            finished=record.get("finished", 0.0),
         )
 
 

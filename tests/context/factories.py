@@ -8,17 +8,14 @@ from proxy.context.budget import Budget
 from proxy.context.compose import History, build_history
 from proxy.context.strategies import CompactionInput, Summary
 from proxy.context.window import Window
-from proxy.sessions import Turn, message_hash
+from proxy.sessions import Turn
 
 
 def turn(seq: int, user: Any, answer: Any = "ok", *, status: str = "completed", lead: tuple[dict[str, Any], ...] = ()) -> Turn:
     inputs = [*lead, user if isinstance(user, dict) else {"role": "user", "content": user}]
     output = answer if isinstance(answer, dict) else {"role": "assistant", "content": answer}
     messages = [*inputs, output]
-    return Turn(
-        seq=seq, status=status, model="m", input=tuple(inputs), output=output,
-        tokens=tuple(10 for _ in messages), hashes=tuple(message_hash(m) for m in messages), encoding="test",
-    )  # fmt: skip
+    return Turn(seq, status, tuple(inputs), output, tuple(10 for _ in messages))
 
 
 def history(n: int, *, system: bool = True, window: Window | None = None) -> History:
