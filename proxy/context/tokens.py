@@ -28,6 +28,7 @@ _IMAGE_TOKENS = 765
 _LOAD_WAIT_S = 15.0
 _THREAD_THRESHOLD_CHARS = 32_768
 _CALIBRATION_ALPHA = 0.2
+_MAX_MODELS = 1024
 
 
 class Encoder(Protocol):
@@ -53,12 +54,17 @@ class TokenCounter:
         self._encoders: dict[str, Encoder] = {}
         self._loading: dict[str, asyncio.Future[Encoder]] = {}
         self._ratios: dict[str, float] = {}
+        self._by_model: dict[str, Encoder] = {}
 
     async def encoder_for(self, model: str) -> Encoder:
         """The model's encoder, or the offline fallback if it cannot be loaded."""
+        encoder = self._by_model.get(model)
+        if encoder is not None:
+            return encoder
         name = _encoding_name(model, self._overrides)
         encoder = self._encoders.get(name)
         if encoder is not None:
+            self._remember(model, encoder)
             return encoder
         future = self._loading.get(name)
         if future is None:
@@ -71,7 +77,12 @@ class TokenCounter:
             fallback = self._encoders.get(FALLBACK_ENCODING)
             return fallback if fallback is not None else await asyncio.to_thread(self._load, FALLBACK_ENCODING)
         self._encoders[name] = encoder
+        self._remember(model, encoder)
         return encoder
+
+    def _remember(self, model: str, encoder: Encoder) -> None:
+        if len(self._by_model) < _MAX_MODELS:
+            self._by_model[model] = encoder
 
     def _load(self, name: str) -> Encoder:
         try:

@@ -36,10 +36,13 @@ class Window:
     pinned_tokens: tuple[int, ...] = ()
     evicted_turns: int = 0
 
+    @property
+    def next_id(self) -> str:
+        return f"win_{int(self.current.rsplit('_', 1)[1]) + 1}"
+
     def advance(self, **changes: Any) -> Window:
         """The next window in the lineage: {first, previous, current} moves one step."""
-        number = int(self.current.rsplit("_", 1)[1]) + 1
-        return replace(self, previous=self.current, current=f"win_{number}", **changes)
+        return replace(self, previous=self.current, current=self.next_id, **changes)
 
     def to_json(self) -> JSONObject:
         return {

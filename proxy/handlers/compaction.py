@@ -50,7 +50,7 @@ def make_summarizer(upstream: UpstreamClient, *, model: str, authorization: str 
 
 
 def archive_uri(window: Window) -> str:
-    return f"context://archive/{window.advance().current}"
+    return f"context://archive/{window.next_id}"
 
 
 @dataclass(frozen=True)

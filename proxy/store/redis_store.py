@@ -8,10 +8,11 @@ writes that must land from client-disconnect cancellation.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -19,8 +20,7 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-from redis.commands.core import AsyncScript
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from proxy.errors import StoreUnavailable
 from proxy.store.keys import SESSION_INDEX, SessionKeys
@@ -78,8 +78,20 @@ def _mapped() -> Iterator[None]:
         raise StoreUnavailable(f"session store unavailable: {exc}") from exc
 
 
-def _script(name: str) -> str:
-    return resources.files("proxy.store").joinpath("lua", f"{name}.lua").read_text()
+class _Script:
+    """One Lua script of `lua/`, called by its SHA; loaded again if the server lost it."""
+
+    def __init__(self, client: aioredis.Redis, name: str) -> None:
+        self._client = client
+        self._source = resources.files("proxy.store").joinpath("lua", f"{name}.lua").read_text()
+        self._sha = hashlib.sha1(self._source.encode()).hexdigest()
+
+    async def __call__(self, *, keys: list[str], args: Sequence[bytes | str | int]) -> Any:
+        try:
+            return await self._client.execute_command("EVALSHA", self._sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+        except NoScriptError:
+            await self._client.script_load(self._source)
+            return await self._client.execute_command("EVALSHA", self._sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
 
 
 class Store:
@@ -87,9 +99,9 @@ class Store:
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._redis = client
-        self._append_turn: AsyncScript = client.register_script(_script("append_turn"))
-        self._load_context: AsyncScript = client.register_script(_script("load_context"))
-        self._save_window: AsyncScript = client.register_script(_script("save_window"))
+        self._append_turn = _Script(client, "append_turn")
+        self._load_context = _Script(client, "load_context")
+        self._save_window = _Script(client, "save_window")
 
     @classmethod
     async def connect(cls, url: str, *, attempts: int = 5) -> Store:

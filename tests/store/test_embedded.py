@@ -84,3 +84,15 @@ def test_stale_pidfile_of_another_process_is_ignored(tmp_path: Path) -> None:
     finally:
         sleeper.send_signal(signal.SIGKILL)
         sleeper.wait()
+
+
+async def test_scripts_are_loaded_again_after_a_script_flush(redis_url: str) -> None:
+    from proxy.store import SessionKeys, Store
+
+    store = await Store.connect(redis_url)
+    client = aioredis.Redis.from_url(redis_url)
+    await client.script_flush()
+    await client.aclose()
+    loaded = await store.load_context(SessionKeys("t", "flushed"), 0, [])
+    assert loaded.head == -1 and loaded.turns == []
+    await store.close()
