@@ -107,7 +107,7 @@ class Bench:
         self.quick = quick
         self.duration = 1.0 if quick else 5.0
         self.warmup = 0.3 if quick else 1.0
-        self.pool_size = 200 if quick else 1000
+        self.pool_size = int(os.environ.get("BENCH_POOL", 200 if quick else 1000))
         self.pool_round = 0
 
     def url(self, port: int) -> str:

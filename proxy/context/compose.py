@@ -33,8 +33,6 @@ class Unit:
     messages: tuple[Message, ...]
     tokens: tuple[int, ...]
     total: int
-    wire_json: bytes
-    """`paired` serialized once: a settled unit is sent byte-identical on every request."""
 
     @classmethod
     def of(cls, turns: tuple[Turn, ...]) -> Unit:
@@ -43,8 +41,7 @@ class Unit:
         for turn in turns:
             messages.extend(turn.messages)
             tokens.extend(turn.tokens[: len(turn.messages)])
-        wire_json = b",".join(orjson.dumps(m) for m in _paired(messages))
-        return cls(turns, tuple(messages), tuple(tokens), sum(tokens), wire_json)
+        return cls(turns, tuple(messages), tuple(tokens), sum(tokens))
 
     @property
     def last_seq(self) -> int:
@@ -64,6 +61,18 @@ def _paired(messages: list[Message]) -> list[Message]:
     return [wire(m) for m in pair_tool_calls(messages)]
 
 
+def _settled_json(units: Sequence[Unit]) -> bytes:
+    """The units' paired messages as comma-joined JSON, in one serializer call.
+
+    A unit boundary never falls inside an open tool call, so pairing the units together
+    is the same as pairing each alone.
+    """
+    if not units:
+        return b""
+    messages = [m for unit in units for m in unit.messages]
+    return orjson.dumps(_paired(messages))[1:-1]
+
+
 @dataclass(frozen=True)
 class History:
     """The session's past as the next request sees it.
@@ -78,11 +87,11 @@ class History:
     units_tokens: int
     message_count: int
     settled_json: bytes
-    """`wire_json` of every unit but the last, comma-joined."""
+    """Every unit but the last, as sent, serialized: reused byte for byte on every request."""
 
     @classmethod
     def of(cls, window: Window, units: tuple[Unit, ...]) -> History:
-        settled = b",".join(u.wire_json for u in units[:-1] if u.wire_json)
+        settled = _settled_json(units[:-1])
         return cls(window, units, sum(u.total for u in units), sum(len(u.messages) for u in units), settled)
 
     @cached_property
@@ -179,7 +188,7 @@ def extend_history(history: History, turns: Sequence[Turn]) -> History:
         return build_history(history.window, completed)
     last = history.units[-1]
     regrouped = group_units([*last.turns, *completed])
-    newly_settled = b",".join(u.wire_json for u in regrouped[:-1] if u.wire_json)
+    newly_settled = _settled_json(regrouped[:-1])
     settled = b",".join(p for p in (history.settled_json, newly_settled) if p)
     return History(
         history.window,

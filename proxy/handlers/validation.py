@@ -98,5 +98,26 @@ def _check_message(message: Any, where: str) -> None:
     if "pinned" in message and not isinstance(message["pinned"], bool):
         raise BadRequest(f"'{where}.pinned' must be a boolean", param=f"{where}.pinned")
     calls = message.get("tool_calls")
-    if calls is not None and not isinstance(calls, list):
-        raise BadRequest(f"'{where}.tool_calls' must be an array", param=f"{where}.tool_calls")
+    if calls is not None:
+        if role != "assistant" or not isinstance(calls, list):
+            raise BadRequest(f"'{where}.tool_calls' must be an array on an assistant message", param=f"{where}.tool_calls")
+        for index, call in enumerate(calls):
+            _check_tool_call(call, f"{where}.tool_calls[{index}]")
+    for key in ("name", "tool_call_id"):
+        if key in message and not isinstance(message[key], str):
+            raise BadRequest(f"'{where}.{key}' must be a string", param=f"{where}.{key}")
+
+
+def _check_tool_call(call: Any, where: str) -> None:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not (
+        isinstance(call, dict)
+        and isinstance(call.get("id"), str)
+        and isinstance(function, dict)
+        and isinstance(function.get("name"), str)
+        and isinstance(function.get("arguments"), str)
+    ):
+        raise BadRequest(
+            f"'{where}' must be an object with a string 'id' and a 'function' with string 'name' and 'arguments'",
+            param=where,
+        )

@@ -29,10 +29,11 @@ class Identity:
 
 
 def tenant_of(authorization: str | None, fallback_key: str) -> str:
-    """sha256 of the bearer key, shortened to 32 hex characters for key names."""
+    """sha256 of the caller's credential (the bearer key, or the whole header when it is
+    not a bearer one), else of the configured key; 32 hex characters for key names."""
     key = fallback_key
-    if authorization and authorization.lower().startswith("bearer "):
-        key = authorization[7:].strip()
+    if authorization:
+        key = authorization[7:].strip() if authorization.lower().startswith("bearer ") else authorization
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 

@@ -164,3 +164,24 @@ async def test_slow_upstream_is_504(start_proxy: ProxyFactory, flushed_redis: st
     with pytest.raises(openai.APIStatusError) as info:
         await proxy.client().chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
     assert info.value.status_code == 504
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "assistant", "content": None, "tool_calls": [5]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": "f"}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": 1, "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "user", "content": "x", "tool_calls": []},
+        {"role": "user", "content": [{"text": "no type"}]},
+        {"role": "user", "content": "x", "name": 7},
+        {"role": "user", "content": "x", "pinned": "yes"},
+        {"role": "tool", "content": "x", "tool_call_id": None},
+    ],
+)
+async def test_malformed_messages_are_400_never_500(proxy: Proxy, message: dict) -> None:  # type: ignore[type-arg]
+    async with aiohttp.ClientSession() as http:
+        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}, message]}
+        async with http.post(proxy.url + "/v1/chat/completions", json=body, headers={"X-Session-Id": "fuzz"}) as r:
+            assert r.status == 400, await r.text()
+            assert (await r.json())["error"]["param"].startswith("messages[1]")
