@@ -95,7 +95,7 @@ class TokenCounter:
 
     def is_native(self, model: str, encoder: Encoder) -> bool:
         """Whether the encoder is the model's own (else counts are calibrated against usage)."""
-        return encoder.name == _encoding_name(model, self._overrides) and encoder.name != FALLBACK_ENCODING
+        return encoder.name != FALLBACK_ENCODING and encoder.name == _encoding_name(model, self._overrides)
 
     def observe_usage(self, model: str, *, reported: int, local: int) -> None:
         """Fold one answer's reported prompt tokens into the model's calibration ratio (EMA)."""

@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 OFF = "off"
+_MAX_SPECS = 256
 
 
 class StrategyRegistry:
@@ -53,6 +54,7 @@ class StrategyRegistry:
         self.policies = policies
         self.default = default
         self.per_model = per_model
+        self._built: dict[tuple[str, ...], Strategy] = {}
 
     @classmethod
     def from_settings(cls, context: ContextSettings) -> StrategyRegistry:
@@ -99,6 +101,15 @@ class StrategyRegistry:
         return self.per_model.get(model, self.default)
 
     def build(self, spec: tuple[str, ...]) -> Strategy:
+        """The strategy for a spec; built once per distinct spec (strategies hold no state)."""
+        built = self._built.get(spec)
+        if built is None:
+            built = self._build(spec)
+            if len(self._built) < _MAX_SPECS:
+                self._built[spec] = built
+        return built
+
+    def _build(self, spec: tuple[str, ...]) -> Strategy:
         strategies: list[Strategy] = []
         for part in spec:
             name, background = parse_strategy_spec(part)
