@@ -20,8 +20,9 @@ from proxy.context.strategies import StrategyRegistry
 from proxy.context.tokens import TokenCounter
 from proxy.handlers import admin, chat, health, passthrough
 from proxy.handlers.errors import error_middleware
-from proxy.keys import EMBEDDED, METRICS, PATHS, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
+from proxy.keys import EMBEDDED, METRICS, PATHS, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM, WRITES
 from proxy.metrics import Metrics
+from proxy.pending import PendingWrites
 from proxy.store import EmbeddedRedis, Store
 from proxy.upstream import UpstreamClient
 
@@ -43,6 +44,7 @@ async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
             await embedded.stop()
         raise
     yield
+    await app[WRITES].drain(settings.server.shutdown_timeout_s)
     await app[STORE].close()
     if embedded is not None:
         await embedded.stop()
@@ -78,6 +80,7 @@ def create_app(settings: Settings) -> web.Application:
     overrides = {name: m.encoding for name, m in settings.context.models.items() if m.encoding}
     app[TOKENS] = TokenCounter(overrides)
     app[PATHS] = PathCache()
+    app[WRITES] = PendingWrites()
     app[STRATEGIES] = StrategyRegistry.from_settings(settings.context)
     app.cleanup_ctx.extend([_redis_ctx, _upstream_ctx, _runner_ctx])
 

@@ -10,6 +10,7 @@ from proxy.context.runner import CompactionRunner
 from proxy.context.strategies import StrategyRegistry
 from proxy.context.tokens import TokenCounter
 from proxy.metrics import Metrics
+from proxy.pending import PendingWrites
 from proxy.store import EmbeddedRedis, Store
 from proxy.upstream import UpstreamClient
 
@@ -22,5 +23,6 @@ METRICS = web.AppKey("metrics", Metrics)
 STRATEGIES = web.AppKey("strategies", StrategyRegistry)
 RUNNER = web.AppKey("runner", CompactionRunner)
 PATHS = web.AppKey("paths", PathCache)
+WRITES = web.AppKey("writes", PendingWrites)
 
 ROUTE_MODEL = web.RequestKey("model", str)

@@ -19,7 +19,7 @@ from proxy.context.budget import Budget, make_budget
 from proxy.context.cache import PathCache
 from proxy.context.compose import compose_json
 from proxy.context.janitor import fit
-from proxy.context.tokens import count_message, request_overhead
+from proxy.context.tokens import request_overhead
 from proxy.context.strategies import CompactionInput, Strategy, StrategyError, Summarizer
 from proxy.context.tokens import Encoder
 from proxy.handlers.compaction import (
@@ -33,10 +33,11 @@ from proxy.handlers.compaction import (
 )
 from proxy.handlers.conversation import Conversation, load_conversation
 from proxy.handlers.passthrough import relay_raw
+from proxy.handlers.recording import TurnRecorder
 from proxy.handlers.relay import Outcome, StreamRelay, relay_json
 from proxy.handlers.validation import ChatRequest, parse_chat_request, read_body
 from proxy.keys import METRICS, PATHS, ROUTE_MODEL, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
-from proxy.sessions import Identity, TurnDraft, identify, message_hash, tenant_of
+from proxy.sessions import Identity, TurnDraft, identify, tenant_of
 
 log = logging.getLogger("context_proxy.chat")
 
@@ -118,11 +119,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         window=window_id,
         stream=chat.stream,
     )
-    outcome = Outcome("interrupted")
+    recorder = TurnRecorder(app, conversation, draft, sent_tokens=sent_tokens, encoder=encoder)
     try:
-        response, outcome = await _forward_and_relay(request, chat, messages, extra)
+        response = await _forward_and_relay(request, chat, messages, extra, recorder)
     finally:
-        await asyncio.shield(_record(request, conversation, draft, outcome, sent_tokens, encoder))
+        await recorder.record(Outcome("interrupted"))
     if fitted.deferred:
         job = _background_job(compaction, app[PATHS], conversation, strategy, summarizer, budget, encoder, request_id)
         app[RUNNER].submit(conversation.keys.index_member, lambda: exclusive(compaction, job))
@@ -141,8 +142,8 @@ def upstream_body(chat: ChatRequest, messages_json: bytes) -> bytes:
 
 
 async def _forward_and_relay(
-    request: web.Request, chat: ChatRequest, messages_json: bytes, extra: dict[str, str]
-) -> tuple[web.StreamResponse, Outcome]:
+    request: web.Request, chat: ChatRequest, messages_json: bytes, extra: dict[str, str], recorder: TurnRecorder
+) -> web.StreamResponse:
     app = request.app
     upstream = app[UPSTREAM]
     headers = upstream.headers_for(request.headers, session_header=app[SETTINGS].sessions.header)
@@ -152,45 +153,10 @@ async def _forward_and_relay(
     answer = await upstream.send("POST", "/v1/chat/completions", headers=headers, body=upstream_body(chat, messages_json))
     app[METRICS].upstream_done("/v1/chat/completions", asyncio.get_running_loop().time() - started)
     if not chat.stream:
-        return await relay_json(request, answer, extra)
-    relay = StreamRelay(answer, include_usage=chat.include_usage)
-    try:
-        response = await relay.run(request, extra)
-    finally:
-        outcome = relay.outcome
-    return response, outcome
-
-
-async def _record(
-    request: web.Request, conversation: Conversation, draft: TurnDraft, outcome: Outcome, sent_tokens: int, encoder: Encoder
-) -> None:
-    """Journal the turn (shielded: a client that leaves cannot cancel it) and feed usage back."""
-    app = request.app
-    tokens = app[TOKENS]
-    output = outcome.output
-    output_tokens = count_message(encoder, output) if output else 0
-    record = draft.record(
-        status=outcome.status,  # type: ignore[arg-type]
-        output=output,
-        output_tokens=output_tokens,
-        output_hash=message_hash(output) if output else None,
-        usage=outcome.usage,
-        error=outcome.error,
-    )
-    feedback = None
-    prompt_tokens = (outcome.usage or {}).get("prompt_tokens")
-    if outcome.status == "completed" and isinstance(prompt_tokens, int):
-        feedback = {"prompt": prompt_tokens, "local": sent_tokens, "window": draft.window}
-        tokens.observe_usage(draft.model, reported=prompt_tokens, local=sent_tokens)
-    await app[STORE].append_turn(
-        conversation.keys,
-        record,
-        parent=conversation.reconciled.parent,
-        completed=outcome.status == "completed",
-        hashes=record["hashes"],
-        ttl_s=app[SETTINGS].sessions.ttl_s,
-        usage=feedback,
-    )
+        response, outcome = await relay_json(request, answer, extra)
+        await recorder.record(outcome)
+        return response
+    return await StreamRelay(answer, include_usage=chat.include_usage).run(request, extra, before_end=recorder.record)
 
 
 def _background_job(

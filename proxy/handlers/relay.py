@@ -13,14 +13,14 @@ incrementally and forwarded as soon as each one is complete.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import orjson
 from aiohttp import web
 
 from proxy.errors import ProxyError
-from proxy.upstream import SSEParser, StreamAssembler, UpstreamResponse, is_usage_only, parse_chunk
+from proxy.upstream import SSEEvent, SSEParser, StreamAssembler, UpstreamResponse, is_usage_only, parse_chunk
 from proxy.types import JSONObject, Message
 
 
@@ -80,21 +80,26 @@ def _error_response(exc: ProxyError) -> web.Response:
 
 
 class StreamRelay:
-    """Relays one SSE answer; `outcome` is known once `run` returns or raises."""
+    """Relays one SSE answer as it arrives, and assembles what it said."""
 
     def __init__(self, answer: UpstreamResponse, *, include_usage: bool) -> None:
         self.answer = answer
         self.include_usage = include_usage
         self.assembler = StreamAssembler()
-        self.outcome = Outcome("interrupted")
         self._parser = SSEParser()
+        self._done = b""
+        """The `[DONE]` event, held back until the turn is journaled."""
 
-    async def run(self, request: web.Request, extra: Mapping[str, str]) -> web.StreamResponse:
+    async def run(
+        self, request: web.Request, extra: Mapping[str, str], *, before_end: Callable[[Outcome], Awaitable[None]]
+    ) -> web.StreamResponse:
+        """Relay the stream; `before_end(outcome)` runs before the final `[DONE]` is sent."""
         answer = self.answer
         if answer.status >= 400 or "text/event-stream" not in answer.headers.get("Content-Type", ""):
-            relayed, self.outcome = await relay_json(request, answer, extra)
-            if self.outcome.status == "completed":
-                self.outcome = Outcome("failed", error={"status": answer.status, "message": "expected an event stream"})
+            relayed, outcome = await relay_json(request, answer, extra)
+            if outcome.status == "completed":
+                outcome = Outcome("failed", error={"status": answer.status, "message": "expected an event stream"})
+            await before_end(outcome)
             return relayed
         response = web.StreamResponse(status=answer.status, headers=_headers(answer, extra))
         try:
@@ -106,26 +111,30 @@ class StreamRelay:
             tail = self._forwardable(self._parser.flush())
             if tail:
                 await response.write(tail)
-            await response.write_eof()
         except ProxyError as exc:
-            self.outcome = Outcome("failed", self.assembler.message(), error={"status": exc.status, "message": exc.message})
             answer.close()
+            await before_end(Outcome("failed", self.assembler.message(), error={"status": exc.status, "message": exc.message}))
             return response
         except (asyncio.CancelledError, ConnectionResetError):
             answer.close()
-            self.outcome = Outcome("interrupted", self.assembler.message(), self.assembler.usage)
+            await before_end(Outcome("interrupted", self.assembler.message(), self.assembler.usage))
             raise
         a = self.assembler
         if a.error is not None:
-            self.outcome = Outcome("failed", a.message(), a.usage, {"status": answer.status, **a.error})
+            await before_end(Outcome("failed", a.message(), a.usage, {"status": answer.status, **a.error}))
         else:
-            self.outcome = Outcome("completed", a.message(), a.usage)
+            await before_end(Outcome("completed", a.message(), a.usage))
+        await response.write(self._done)
+        await response.write_eof()
         return response
 
-    def _forwardable(self, events: list) -> bytes:  # type: ignore[type-arg]
+    def _forwardable(self, events: list[SSEEvent]) -> bytes:
         out = []
         for event in events:
-            if event.data is not None and not event.done:
+            if event.done:
+                self._done = event.raw
+                continue
+            if event.data is not None:
                 chunk = parse_chunk(event.data)
                 if isinstance(chunk, dict):
                     self.assembler.add(chunk)

@@ -127,6 +127,8 @@ async def test_streamed_turn_is_in_next_history(proxy: Proxy) -> None:
     client = proxy.client(default_headers={"X-Session-Id": "streamy"})
     stream = await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "tell me"}], stream=True)
     text = "".join([c.choices[0].delta.content or "" async for c in stream])
+    _, journal = await session_json(proxy, "streamy")  # the turn is journaled before the stream ends
+    assert journal["turns"][0]["status"] == "completed" and journal["turns"][0]["output"]["content"] == text
     await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "and then"}])
     assert proxy.fake.chats[-1]["messages"][1] == {"role": "assistant", "content": text}
 

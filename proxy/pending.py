@@ -1,0 +1,28 @@
+"""Writes that must land although the request that started them may be cancelled.
+
+A client that goes away cancels its handler; the journal write it started must still
+complete, and shutdown must wait for it before the store closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+
+class PendingWrites:
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self, write: Coroutine[Any, Any, None]) -> None:
+        """Run `write` in its own task; cancelling the caller does not cancel it."""
+        task = asyncio.ensure_future(write)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        await asyncio.shield(task)
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait (bounded) for the writes still running."""
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=timeout_s)
