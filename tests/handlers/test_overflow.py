@@ -8,6 +8,7 @@ import aiohttp
 import openai
 import pytest
 
+from proxy.keys import STRATEGIES
 from tests.conftest import Proxy, ProxyFactory
 from tests.handlers.test_sessions import session_json
 
@@ -161,3 +162,34 @@ async def test_every_strategy_keeps_a_long_conversation_going(start_proxy: Proxy
     if strategy == "turns":
         first_summary = [m for m in proxy.fake.chats[-1]["messages"] if m["role"] == "user"][0]
         assert first_summary["content"].startswith("Summary of the earlier conversation:")
+
+
+async def test_a_branch_from_before_the_boundary_never_sees_the_other_branch_summary(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    windows, history = await run_conversation(proxy, "forked", 30, full_history=True, first=[SYSTEM])
+    assert windows[-1] != "win_0"
+    edited = [*history[:3], {"role": "user", "content": "a different second question"}]
+    raw = await proxy.client(default_headers={"X-Session-Id": "forked"}).chat.completions.with_raw_response.create(
+        model="tiny-model", messages=edited
+    )
+    assert proxy.fake.chats[-1]["messages"] == edited, "the new branch is sent as it is, without the old branch's summary"
+    assert raw.headers["X-Context-Window-Id"] == windows[-1], "the lineage is the session's"
+    _, journal = await session_json(proxy, "forked")
+    assert len(journal["branches"]) == 2
+
+
+async def test_per_model_and_per_request_strategies(start_proxy: ProxyFactory) -> None:
+    from proxy.config import settings_from_mapping
+
+    proxy = await start_proxy(strategy="full")
+    registry = proxy.app[STRATEGIES]
+    assert registry.spec_for("tiny-model", None) == ("full",)
+    assert registry.spec_for("x", "summarize, reset") == ("summarize", "reset")
+    assert registry.spec_for("x", "off") is None
+    assert registry.build(("background(anchored)",)).name == "background(anchored)"
+    settings = settings_from_mapping({"context": {"models": {"m": {"strategy": "reset"}}}})
+    assert type(registry).from_settings(settings.context).spec_for("m", None) == ("reset",)
+    client = proxy.client(default_headers={"X-Context-Strategy": "shrink"})
+    with pytest.raises(openai.BadRequestError) as info:
+        await client.chat.completions.create(model="tiny-model", messages=[{"role": "user", "content": "x"}])
+    assert info.value.body["code"] == "invalid_strategy"  # type: ignore[index]
