@@ -101,13 +101,14 @@ HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KE
 
 
 class Bench:
-    def __init__(self, procs: Processes, store: Store, *, quick: bool) -> None:
+    def __init__(self, procs: Processes, store: Store, redis_url: str, *, quick: bool, pool_size: int) -> None:
         self.procs = procs
         self.store = store
+        self.redis_url = redis_url
         self.quick = quick
-        self.duration = 1.0 if quick else 5.0
-        self.warmup = 0.3 if quick else 1.0
-        self.pool_size = int(os.environ.get("BENCH_POOL", 200 if quick else 1000))
+        self.duration = 1.0 if quick else 3.0
+        self.warmup = 0.3 if quick else 0.5
+        self.pool_size = pool_size
         self.pool_round = 0
 
     def url(self, port: int) -> str:
@@ -116,7 +117,7 @@ class Bench:
     async def fresh_pool(self, depth: int, size: int) -> list[str]:
         self.pool_round += 1
         names = [f"pool{self.pool_round}-{depth}-{i}" for i in range(size)]
-        await populate(self.store, names, depth)
+        await populate(self.store, self.redis_url, names, depth)
         return names
 
     def targets(self, pool: list[str]) -> dict[str, tuple[str, Callable[[int], tuple[bytes, dict[str, str]]], bool]]:
@@ -178,18 +179,23 @@ class Bench:
                         total += self.procs.cpu_ns() - before
         return total / count / 1e6
 
-    async def memory(self) -> tuple[float, float]:
+    async def idle_rss(self) -> float:
+        """RSS after start and one request (the tokenizer loaded), before any load."""
+        async with aiohttp.ClientSession() as http:
+            await http.post(self.url(self.procs.proxy_port), data=chat_body([user_message(0)]), headers=HEADERS)
+        return float(self.procs.proxy.memory_info().rss / 2**20)
+
+    async def peak_rss(self) -> float:
         proxy = self.procs.proxy
-        idle = proxy.memory_info().rss / 2**20
+        peak = proxy.memory_info().rss / 2**20
         pool = await self.fresh_pool(50, 256)
         url, factory, _ = self.targets(pool)["d proxy delta 50"]
-        peak = idle
         task = asyncio.create_task(run_load(url, factory, concurrency=64, duration=self.duration * 2, warmup=0.2))
         while not task.done():
             peak = max(peak, proxy.memory_info().rss / 2**20)
             await asyncio.sleep(0.05)
         await task
-        return idle, peak
+        return float(peak)
 
 
 def median(results: list[Result], fn: Callable[[Result], float]) -> float:
@@ -225,7 +231,7 @@ def table(results: dict[tuple[str, int], list[Result]]) -> str:
     return "\n".join(lines)
 
 
-async def main_async(quick: bool, rounds: int) -> None:
+async def main_async(quick: bool, rounds: int, pool: int) -> None:
     with tempfile.TemporaryDirectory(prefix="cpbench") as tmp:
         procs = Processes(Path(tmp))
         procs.start()
@@ -236,11 +242,15 @@ async def main_async(quick: bool, rounds: int) -> None:
             url = running_server_url(Path(tmp) / "data")
             assert url, "the proxy's embedded redis is not running"
             store = await Store.connect(url)
-            bench = Bench(procs, store, quick=quick)
+            bench = Bench(procs, store, url, quick=quick, pool_size=pool)
+            idle = await bench.idle_rss()
             started = time.time()
             print(f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Python {sys.version.split()[0]}")
+            print(f"(d), (e), (f-d): a fresh pool of {pool} sessions of 50 turns per round and concurrency")
             results = await bench.rounds(rounds)
             print("\n" + table(results))
+            peak = await bench.peak_rss()
+            print(f"\nProxy RSS: idle after start {idle:.0f} MB; under c=64 (delta clients, 256 sessions) {peak:.0f} MB")
             print("\nPer-turn proxy CPU (process CPU time, ms per request):")
             print("| history | delta client | full-history client |\n|---|---|---|")
             figures = {}
@@ -250,8 +260,6 @@ async def main_async(quick: bool, rounds: int) -> None:
                 figures[depth] = (delta, full)
                 print(f"| {depth} turns | {delta:.2f} | {full:.2f} |")
             print(f"| ratio 1000/10 | {figures[1000][0] / figures[10][0]:.2f} | {figures[1000][1] / figures[10][1]:.2f} |")
-            idle, peak = await bench.memory()
-            print(f"\nProxy RSS: idle {idle:.0f} MB, under c=64 {peak:.0f} MB")
             print(f"(run took {time.time() - started:.0f} s)")
             await store.close()
         finally:
@@ -262,8 +270,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs, two rounds: under a minute")
     parser.add_argument("--rounds", type=int, help="rounds of interleaved targets (default 3, quick 2)")
+    parser.add_argument("--pool", type=int, default=256, help="sessions per pool (more than fit the proxy's cache: cold loads)")
     args = parser.parse_args()
-    asyncio.run(main_async(args.quick, args.rounds or (2 if args.quick else 3)))
+    asyncio.run(main_async(args.quick, args.rounds or (2 if args.quick else 3), args.pool))
 
 
 if __name__ == "__main__":

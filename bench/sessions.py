@@ -6,8 +6,7 @@ journal it (hashes, token counts, chain index), so the proxy sees real sessions.
 
 from __future__ import annotations
 
-import asyncio
-
+import redis.asyncio as aioredis
 import tiktoken
 
 from proxy.context.tokens import FALLBACK_ENCODING, count_message
@@ -59,14 +58,19 @@ def _records(depth: int) -> list[tuple[JSONObject, list[str]]]:
     return records
 
 
-async def populate(store: Store, sessions: list[str], depth: int, *, parallel: int = 64) -> None:
-    records = _records(depth)
-    queue = list(sessions)
-
-    async def fill() -> None:
-        while queue:
-            keys = SessionKeys(TENANT, queue.pop())
-            for record, hashes in records:
-                await store.append_turn(keys, record, parent=None, completed=True, hashes=hashes, ttl_s=3600, usage=None)
-
-    await asyncio.gather(*(fill() for _ in range(parallel)))
+async def populate(store: Store, redis_url: str, sessions: list[str], depth: int) -> None:
+    """Journal `depth` turns into the first session through the store, then copy its keys."""
+    template = SessionKeys(TENANT, sessions[0])
+    for record, hashes in _records(depth):
+        await store.append_turn(template, record, parent=None, completed=True, hashes=hashes, ttl_s=3600, usage=None)
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        for start in range(1, len(sessions), 200):
+            async with client.pipeline(transaction=False) as pipe:
+                for name in sessions[start : start + 200]:
+                    target = SessionKeys(TENANT, name)
+                    for source_key, target_key in zip(template.all(), target.all()):
+                        pipe.copy(source_key, target_key, replace=True)
+                await pipe.execute()
+    finally:
+        await client.aclose()

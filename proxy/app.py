@@ -79,7 +79,7 @@ def create_app(settings: Settings) -> web.Application:
     app[METRICS] = Metrics()
     overrides = {name: m.encoding for name, m in settings.context.models.items() if m.encoding}
     app[TOKENS] = TokenCounter(overrides)
-    app[PATHS] = PathCache()
+    app[PATHS] = PathCache(settings.server.cache_messages)
     app[WRITES] = PendingWrites()
     app[STRATEGIES] = StrategyRegistry.from_settings(settings.context)
     app.cleanup_ctx.extend([_redis_ctx, _upstream_ctx, _runner_ctx])

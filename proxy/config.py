@@ -102,6 +102,7 @@ class ServerSettings:
     port: int = _check(_port, 8080)
     max_body_mb: float = _check(_positive, 32.0)
     shutdown_timeout_s: float = _check(_positive, 30.0)
+    cache_messages: int = _check(_non_negative, 25000)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ for as long as the session's window is the same: the store is asked only for the
 turns after the cached head (`load_context.lua` checks that the head is on the path
 and the window unchanged). Any other case is a full load that replaces the entry.
 Every replica keeps its own cache; Redis stays the only source of truth.
-Bounded by the number of cached messages, least recently used first out.
+Bounded by the number of cached messages (`server.cache_messages`, about 0.8 KB
+each), least recently used first out; 0 turns the cache off.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from proxy.context.compose import History
 from proxy.context.window import Window
 
-MAX_MESSAGES = 40_000
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class CachedPath:
 
 
 class PathCache:
-    def __init__(self, max_messages: int = MAX_MESSAGES) -> None:
+    def __init__(self, max_messages: int) -> None:
         self._entries: OrderedDict[tuple[str, str], CachedPath] = OrderedDict()
         self._sizes: dict[tuple[str, str], int] = {}
         self._total = 0
@@ -49,10 +49,12 @@ class PathCache:
     def put(self, key: tuple[str, str], entry: CachedPath) -> None:
         self.discard(key)
         size = entry.size
+        if size > self._max:
+            return
         self._entries[key] = entry
         self._sizes[key] = size
         self._total += size
-        while self._total > self._max and len(self._entries) > 1:
+        while self._total > self._max:
             oldest = next(iter(self._entries))
             self.discard(oldest)
 

@@ -10,6 +10,7 @@ re-tokenize or re-hash history.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -43,11 +44,15 @@ class Turn:
 
     @classmethod
     def from_record(cls, seq: int, record: JSONObject) -> Turn:
+        inputs = record.get("input", ())
+        output = record.get("output")
+        for message in (*inputs, output) if output else inputs:
+            message["role"] = sys.intern(message["role"])
         return cls(
             seq=seq,
             status=record["status"],
-            input=tuple(record.get("input", ())),
-            output=record.get("output"),
+            input=tuple(inputs),
+            output=output,
             tokens=tuple(record.get("tokens", ())),
         )
 

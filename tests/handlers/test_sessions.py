@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from proxy.app import create_app
+from proxy.keys import PATHS
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI
 
@@ -229,3 +230,16 @@ async def test_replicas_share_sessions_and_caches_never_go_stale(start_proxy: Pr
     await a.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "last"}])
     users = [m["content"] for m in first.fake.chats[-1]["messages"] if m["role"] == "user"]
     assert users == [f"new{n}" for n in range(7)] + ["last"]
+
+
+async def test_without_the_path_cache_every_load_is_whole(start_proxy: ProxyFactory, flushed_redis: str, fake: FakeOpenAI) -> None:
+    import dataclasses
+
+    settings = make_settings(flushed_redis, fake.url)  # type: ignore[attr-defined]
+    settings = dataclasses.replace(settings, server=dataclasses.replace(settings.server, cache_messages=0))
+    proxy = await start_proxy(settings)
+    client = proxy.client(default_headers={"X-Session-Id": "uncached"})
+    for n in range(4):
+        await client.chat.completions.create(model="gpt-4o-mini", messages=[SYSTEM, {"role": "user", "content": f"q{n}"}])
+    assert roles(proxy.fake.chats[-1]["messages"]) == ["system"] + ["user", "assistant"] * 3 + ["user"]
+    assert len(proxy.app[PATHS]) == 0
