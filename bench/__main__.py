@@ -188,7 +188,7 @@ class Bench:
     async def peak_rss(self) -> float:
         proxy = self.procs.proxy
         peak = proxy.memory_info().rss / 2**20
-        pool = await self.fresh_pool(50, 256)
+        pool = await self.fresh_pool(50, self.pool_size)
         url, factory, _ = self.targets(pool)["d proxy delta 50"]
         task = asyncio.create_task(run_load(url, factory, concurrency=64, duration=self.duration * 2, warmup=0.2))
         while not task.done():
@@ -250,7 +250,7 @@ async def main_async(quick: bool, rounds: int, pool: int) -> None:
             results = await bench.rounds(rounds)
             print("\n" + table(results))
             peak = await bench.peak_rss()
-            print(f"\nProxy RSS: idle after start {idle:.0f} MB; under c=64 (delta clients, 256 sessions) {peak:.0f} MB")
+            print(f"\nProxy RSS: idle after start {idle:.0f} MB; under c=64 (delta clients, {pool} sessions) {peak:.0f} MB")
             print("\nPer-turn proxy CPU (process CPU time, ms per request):")
             print("| history | delta client | full-history client |\n|---|---|---|")
             figures = {}
@@ -270,7 +270,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="short runs, two rounds: under a minute")
     parser.add_argument("--rounds", type=int, help="rounds of interleaved targets (default 3, quick 2)")
-    parser.add_argument("--pool", type=int, default=256, help="sessions per pool (more than fit the proxy's cache: cold loads)")
+    parser.add_argument("--pool", type=int, default=200, help="sessions per pool (more than fit the proxy's cache: cold loads)")
     args = parser.parse_args()
     asyncio.run(main_async(args.quick, args.rounds or (2 if args.quick else 3), args.pool))
 
