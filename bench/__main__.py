@@ -158,13 +158,25 @@ class Bench:
                     print(f"  round {round_no + 1} c={concurrency:<2} {name:18} {result.throughput:8.0f} req/s  errors={result.errors}", file=sys.stderr)
         return results
 
-    async def cpu_per_turn(self, depth: int, *, full_history: bool) -> float:
+    async def cpu_growth(self) -> dict[tuple[int, bool], float]:
+        """Median per-turn CPU for each (history depth, full-history?) over interleaved rounds."""
+        rounds, count = (3, 15) if self.quick else (5, 40)
+        samples: dict[tuple[int, bool], list[float]] = {}
+        pools = {depth: await self.fresh_pool(depth, rounds * count * 2) for depth in (10, 100, 1000)}
+        for round_no in range(rounds):
+            for depth, pool in pools.items():
+                for full_history in (False, True):
+                    offset = (round_no * 2 + full_history) * count
+                    sessions = pool[offset : offset + count]
+                    samples.setdefault((depth, full_history), []).append(await self.cpu_per_turn(depth, sessions, full_history=full_history))
+        return {key: statistics.median(values) for key, values in samples.items()}
+
+    async def cpu_per_turn(self, depth: int, pool: list[str], *, full_history: bool) -> float:
         """Proxy CPU of one more turn in an ongoing conversation that has `depth` turns.
 
         Each session takes one turn unmeasured (its first after a restart), then one
         measured; CPU is the proxy's main thread's run time, in nanoseconds."""
-        count = 30 if self.quick else 100
-        pool = await self.fresh_pool(depth, count)
+        count = len(pool)
         conversation = history(depth)
         total = 0
         async with aiohttp.ClientSession() as http:
@@ -251,15 +263,13 @@ async def main_async(quick: bool, rounds: int, pool: int) -> None:
             print("\n" + table(results))
             peak = await bench.peak_rss()
             print(f"\nProxy RSS: idle after start {idle:.0f} MB; under c=64 (delta clients, {pool} sessions) {peak:.0f} MB")
-            print("\nPer-turn proxy CPU (process CPU time, ms per request):")
+            print("\nPer-turn proxy CPU (main thread CPU time, ms per request; median of interleaved rounds):")
             print("| history | delta client | full-history client |\n|---|---|---|")
-            figures = {}
+            growth = await bench.cpu_growth()
             for depth in (10, 100, 1000):
-                delta = await bench.cpu_per_turn(depth, full_history=False)
-                full = await bench.cpu_per_turn(depth, full_history=True)
-                figures[depth] = (delta, full)
-                print(f"| {depth} turns | {delta:.2f} | {full:.2f} |")
-            print(f"| ratio 1000/10 | {figures[1000][0] / figures[10][0]:.2f} | {figures[1000][1] / figures[10][1]:.2f} |")
+                print(f"| {depth} turns | {growth[depth, False]:.2f} | {growth[depth, True]:.2f} |")
+            ratios = (growth[1000, False] / growth[10, False], growth[1000, True] / growth[10, True])
+            print(f"| ratio 1000/10 | {ratios[0]:.2f} | {ratios[1]:.2f} |")
             print(f"(run took {time.time() - started:.0f} s)")
             await store.close()
         finally:
