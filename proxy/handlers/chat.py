@@ -8,7 +8,6 @@ compact) -> compose -> forward -> relay -> record the turn -> feed usage back.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from collections.abc import Awaitable, Callable
 
@@ -19,9 +18,8 @@ from proxy.context.budget import Budget, make_budget
 from proxy.context.cache import PathCache
 from proxy.context.compose import compose_json
 from proxy.context.janitor import fit
-from proxy.context.tokens import request_overhead
 from proxy.context.strategies import CompactionInput, Strategy, StrategyError, Summarizer
-from proxy.context.tokens import Encoder
+from proxy.context.tokens import Encoder, request_overhead
 from proxy.handlers.compaction import (
     CompactionContext,
     archive_uri,
@@ -38,8 +36,6 @@ from proxy.handlers.relay import Outcome, StreamRelay, relay_json
 from proxy.handlers.validation import ChatRequest, parse_chat_request, read_body
 from proxy.keys import METRICS, PATHS, ROUTE_MODEL, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
 from proxy.sessions import Identity, TurnDraft, identify, tenant_of
-
-log = logging.getLogger("context_proxy.chat")
 
 STRATEGY_HEADER = "X-Context-Strategy"
 
@@ -65,18 +61,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     conversation = await load_conversation(app[STORE], app[PATHS], identity, chat.messages)
     new_input = conversation.reconciled.new_input
 
-    tokens = app[TOKENS]
-    encoder = await tokens.encoder_for(chat.model)
-    new_tokens = await tokens.count_messages(encoder, new_input)
+    encoder = await app[TOKENS].encoder_for(chat.model)
+    new_tokens = await app[TOKENS].count_messages(encoder, new_input)
     overhead = request_overhead(encoder, chat.body.get("tools"))
-    model_settings = settings.context.for_model(chat.model)
-    budget = make_budget(
-        context_window=model_settings.context_window or settings.context.context_window,
-        trigger_ratio=model_settings.trigger_ratio or settings.context.trigger_ratio,
-        max_output_tokens=chat.max_output_tokens,
-        overhead=overhead,
-        calibration=tokens.calibration(chat.model, encoder),
-    )
+    budget = _budget(app, chat, encoder, overhead)
     strategy = app[STRATEGIES].build(spec)
     summarizer = make_summarizer(
         app[UPSTREAM],
@@ -128,6 +116,18 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         job = _background_job(compaction, app[PATHS], conversation, strategy, summarizer, budget, encoder, request_id)
         app[RUNNER].submit(conversation.keys.index_member, lambda: exclusive(compaction, job))
     return response
+
+
+def _budget(app: web.Application, chat: ChatRequest, encoder: Encoder, overhead: int) -> Budget:
+    context = app[SETTINGS].context
+    model = context.for_model(chat.model)
+    return make_budget(
+        context_window=model.context_window or context.context_window,
+        trigger_ratio=model.trigger_ratio or context.trigger_ratio,
+        max_output_tokens=chat.max_output_tokens,
+        overhead=overhead,
+        calibration=app[TOKENS].calibration(chat.model, encoder),
+    )
 
 
 def upstream_body(chat: ChatRequest, messages_json: bytes) -> bytes:
