@@ -69,7 +69,7 @@ async def populate(store: Store, redis_url: str, sessions: list[str], depth: int
             async with client.pipeline(transaction=False) as pipe:
                 for name in sessions[start : start + 200]:
                     target = SessionKeys(TENANT, name)
-                    for source_key, target_key in zip(template.all(), target.all()):
+                    for source_key, target_key in zip(template.all(), target.all(), strict=True):
                         pipe.copy(source_key, target_key, replace=True)
                 await pipe.execute()
     finally:

@@ -9,7 +9,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import orjson
 from aiohttp import web
@@ -115,7 +115,7 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
         if args.action == "list":
             print(f"{'last used (UTC)':20} {'tenant':32} session")
             async for tenant, session, used in store.iter_sessions():
-                when = datetime.fromtimestamp(used, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+                when = datetime.fromtimestamp(used, UTC).strftime("%Y-%m-%d %H:%M:%S")
                 print(f"{when:20} {tenant:32} {session}")
             return 0
         keys = await _resolve(store, args)

@@ -76,7 +76,7 @@ class Metrics:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
             for labels, hist in sorted(series.items()):
                 running = 0
-                for bound, count in zip((*_BUCKETS, float("inf")), hist.counts):
+                for bound, count in zip((*_BUCKETS, float("inf")), hist.counts, strict=True):
                     running += count
                     le = "+Inf" if bound == float("inf") else repr(bound)
                     lines.append(f"{name}_bucket{_fmt(labels, (('le', le),))} {running}")

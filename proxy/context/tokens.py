@@ -72,7 +72,7 @@ class TokenCounter:
             self._loading[name] = future
         try:
             encoder = await asyncio.wait_for(asyncio.shield(future), _LOAD_WAIT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("encoding %s still loading after %ss; counting with %s", name, _LOAD_WAIT_S, FALLBACK_ENCODING)
             fallback = self._encoders.get(FALLBACK_ENCODING)
             return fallback if fallback is not None else await asyncio.to_thread(self._load, FALLBACK_ENCODING)

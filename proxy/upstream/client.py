@@ -9,7 +9,6 @@ to relay unchanged.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -34,7 +33,7 @@ _READ_SIZE = 64 * 1024
 def _mapped(url: str) -> Iterator[None]:
     try:
         yield
-    except asyncio.TimeoutError as exc:
+    except TimeoutError as exc:
         raise UpstreamTimeout(f"upstream did not answer in time: {url}") from exc
     except aiohttp.ClientError as exc:
         raise UpstreamUnavailable(f"upstream unreachable: {exc.__class__.__name__}: {exc}") from exc

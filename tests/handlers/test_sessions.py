@@ -91,7 +91,7 @@ async def test_tenants_are_isolated(proxy: Proxy) -> None:
     await alice.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "alice secret"}])
     await bob.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "bob here"}])
     assert [m["content"] for m in proxy.fake.chats[-1]["messages"]] == ["bob here"]
-    status, body = await session_json(proxy, "shared", "sk-bob", "/context")
+    _, body = await session_json(proxy, "shared", "sk-bob", "/context")
     assert "alice secret" not in str(body)
     status, body = await session_json(proxy, "shared", "sk-alice")
     assert status == 200 and "bob here" not in str(body)

@@ -9,7 +9,6 @@ from proxy.context.strategies.base import (
     CompactionInput,
     CompactionResult,
     StrategyError,
-    Summary,
     Validator,
     evicted_turn_count,
     lift_pinned,
