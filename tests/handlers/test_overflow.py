@@ -193,3 +193,15 @@ async def test_per_model_and_per_request_strategies(start_proxy: ProxyFactory) -
     with pytest.raises(openai.BadRequestError) as info:
         await client.chat.completions.create(model="tiny-model", messages=[{"role": "user", "content": "x"}])
     assert info.value.body["code"] == "invalid_strategy"  # type: ignore[index]
+
+
+async def test_a_model_with_another_tokenizer_is_calibrated_from_reported_usage(start_proxy: ProxyFactory) -> None:
+    """tiny-llama counts 1.6 times what the proxy's tokenizer does; its window is 3,000 of its own tokens."""
+    proxy = await start_proxy(strategy="summarize")
+    client = proxy.client(default_headers={"X-Session-Id": "llama"})
+    for n in range(45):
+        messages = [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
+        await client.chat.completions.create(model="tiny-llama", messages=messages)
+    reported = [int(proxy.fake.prompt_tokens(body["messages"]) * 1.6) for body in proxy.fake.chats]
+    assert max(reported) <= 3000, "the model's own count never went over its window"
+    assert proxy.fake.summaries, "compaction happened, triggered by the model's reported usage"
