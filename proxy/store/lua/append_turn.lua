@@ -51,4 +51,6 @@ for i = 1, 6 do
   redis.call('EXPIRE', KEYS[i], ttl)
 end
 redis.call('ZADD', KEYS[7], ARGV[6], ARGV[7])
+-- sessions whose keys have expired leave the index too
+redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', tonumber(ARGV[6]) - ttl)
 return {seq, parent, depth}
