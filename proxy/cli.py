@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", dest="serve_config", help=argparse.SUPPRESS)
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     sessions = commands.add_parser("sessions", help="inspect or delete stored sessions")
     actions = sessions.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="every session, most recently used first")
@@ -55,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    level = getattr(args, "log_level", "info").upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = load_settings(getattr(args, "serve_config", None) or args.config)
         if args.command == "serve":

@@ -8,6 +8,7 @@ compact) -> compose -> forward -> relay -> record the turn -> feed usage back.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Awaitable, Callable
 
@@ -36,6 +37,8 @@ from proxy.handlers.relay import Outcome, StreamRelay, relay_json
 from proxy.handlers.validation import ChatRequest, parse_chat_request, read_body
 from proxy.keys import METRICS, PATHS, ROUTE_MODEL, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
 from proxy.sessions import Identity, TurnDraft, identify, tenant_of
+
+log = logging.getLogger("context_proxy.chat")
 
 STRATEGY_HEADER = "X-Context-Strategy"
 
@@ -112,6 +115,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         response = await _forward_and_relay(request, chat, messages, extra, recorder)
     finally:
         await recorder.record(Outcome("interrupted"))
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "chat request=%s session=%s window=%s strategy=%s sent_tokens=%d new_messages=%d parent=%s compaction=%s",
+            request_id, identity.session, window_id, strategy.name, sent_tokens, len(new_input),
+            conversation.reconciled.parent, fitted.result.strategy if fitted.result else fitted.failure or fitted.skipped,
+        )  # fmt: skip
     if fitted.deferred:
         job = _background_job(compaction, app[PATHS], conversation, strategy, summarizer, budget, encoder, request_id)
         app[RUNNER].submit(conversation.keys.index_member, lambda: exclusive(compaction, job))
