@@ -120,10 +120,17 @@ class StreamRelay:
             await before_end(Outcome("interrupted", self.assembler.message(), self.assembler.usage))
             raise
         a = self.assembler
+        outcome = Outcome("completed", a.message(), a.usage)
         if a.error is not None:
-            await before_end(Outcome("failed", a.message(), a.usage, {"status": answer.status, **a.error}))
-        else:
-            await before_end(Outcome("completed", a.message(), a.usage))
+            outcome = Outcome("failed", a.message(), a.usage, {"status": answer.status, **a.error})
+        try:
+            await before_end(outcome)
+        except ProxyError as exc:
+            # The turn could not be journaled: the stream ends with an error event instead
+            # of [DONE], so the client does not take an answer the session will not have.
+            await response.write(b"data: " + orjson.dumps(exc.body()) + b"\n\n")
+            await response.write_eof()
+            return response
         await response.write(self._done)
         await response.write_eof()
         return response

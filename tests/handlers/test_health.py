@@ -51,3 +51,23 @@ async def test_unknown_route_is_openai_shaped_404(proxy: Proxy) -> None:
         async with http.get(proxy.url + "/nowhere") as r:
             assert r.status == 404
             assert (await r.json())["error"]["code"] == "not_found"
+
+
+async def test_a_turn_that_cannot_be_journaled_is_not_delivered_as_complete(
+    start_proxy: ProxyFactory, fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    server = EmbeddedRedis(tmp_path)
+    url = await server.start()
+    proxy = await start_proxy(make_settings(url, fake.url))  # type: ignore[attr-defined]
+    client = proxy.client(default_headers={"X-Session-Id": "lost-store"})
+    await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "warm"}])
+    fake.chunk_delay_s = 0.05
+    stream = await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "w " * 30}], stream=True)
+    await stream.__anext__()
+    await server.stop()  # Redis goes away while the answer streams
+    with pytest.raises(openai.APIError, match="session store unavailable"):
+        async for _ in stream:
+            pass
+    with pytest.raises(openai.APIStatusError) as info:
+        await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
+    assert info.value.status_code == 503
