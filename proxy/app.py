@@ -91,6 +91,7 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_post("/s/{session}/v1/chat/completions", chat.chat_completions)
     app.router.add_get("/v1/sessions/{id}", admin.show_session)
     app.router.add_get("/v1/sessions/{id}/context", admin.show_context)
+    app.router.add_get("/v1/sessions/{id}/archive/{archive}", admin.show_archive)
     app.router.add_delete("/v1/sessions/{id}", admin.delete_session)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough.passthrough)
     app.router.add_route("*", "/s/{session}/v1/{tail:.*}", passthrough.passthrough)

@@ -2,8 +2,5 @@
 
 from typing import Any, TypeAlias
 
-JSON: TypeAlias = Any
 JSONObject: TypeAlias = dict[str, Any]
 Message: TypeAlias = dict[str, Any]
-SessionId: TypeAlias = str
-TenantId: TypeAlias = str

@@ -50,6 +50,18 @@ async def show_context(request: web.Request) -> web.Response:
     )
 
 
+async def show_archive(request: web.Request) -> web.Response:
+    """An evicted span, as a summary cites it: `context://archive/<archive id>`."""
+    identity = _identity(request)
+    archive_id = request.match_info["archive"]
+    span = await request.app[STORE].read_archive(SessionKeys(identity.tenant, identity.session), archive_id)
+    if span is None:
+        raise NotFound(f"no archive {archive_id!r} in session {identity.session!r} for this API key")
+    return web.json_response(
+        {"id": archive_id, "object": "session.archive", "uri": f"context://archive/{archive_id}", "messages": span}
+    )
+
+
 async def delete_session(request: web.Request) -> web.Response:
     identity = _identity(request)
     deleted = await request.app[STORE].delete_session(SessionKeys(identity.tenant, identity.session))

@@ -69,9 +69,6 @@ class UpstreamResponse:
         """Drop the connection (used when the client went away mid-stream)."""
         self._response.close()
 
-    def release(self) -> None:
-        self._response.release()
-
 
 class UpstreamClient:
     def __init__(self, session: aiohttp.ClientSession, *, base_url: str, api_key: str) -> None:

@@ -61,6 +61,10 @@ async def test_sixty_turns_stay_inside_the_window(start_proxy: ProxyFactory, ful
     assert "<analysis>" not in summary["content"] and "context://archive/win_" in summary["content"]
     _, journal = await session_json(proxy, "long")
     assert len(journal["turns"]) == 60 and all(t["status"] == "completed" for t in journal["turns"])
+    archive_id = summary["content"].split("context://archive/")[1].split(".)")[0]
+    status, archived = await session_json(proxy, "long", suffix=f"/archive/{archive_id}")
+    assert status == 200 and archived["messages"], "the span the summary cites can be read back"
+    assert {m["content"] for m in archived["messages"] if m["role"] == "user"} <= {m["content"] for m in history if m["role"] == "user"}
     assert [w["id"] for w in journal["windows"]] == [f"win_{n}" for n in range(compactions + 1)]
 
 
