@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from proxy.context.compose import History
 from proxy.context.window import Window
+from proxy.sessions import Digests
 
 
 
@@ -27,10 +28,12 @@ class CachedPath:
     stored_window: Window
     applies: bool
     history: History
+    request: Digests
+    """The last request's messages and hashes, so a full-history client's resent part is not hashed again."""
 
     @property
     def size(self) -> int:
-        return self.history.message_count + 1
+        return self.history.message_count + len(self.request.messages) + 1
 
 
 class PathCache:

@@ -13,15 +13,7 @@ from proxy.context.cache import CachedPath, PathCache
 from proxy.context.compose import History, build_history, extend_history
 from proxy.context.janitor import Breaker
 from proxy.context.window import Window
-from proxy.sessions import (
-    Identity,
-    Reconciled,
-    Turn,
-    chain_hashes,
-    message_hash,
-    prefix_query,
-    reconcile,
-)
+from proxy.sessions import Identity, Reconciled, Turn, digest, needs_full_query, prefix_query, reconcile
 from proxy.store import LoadedSession, SessionKeys, Store
 from proxy.types import JSONObject, Message
 
@@ -41,11 +33,14 @@ class Conversation:
 async def load_conversation(store: Store, cache: PathCache, identity: Identity, messages: list[Message]) -> Conversation:
     keys = SessionKeys(identity.tenant, identity.session)
     cache_key = (identity.tenant, identity.session)
-    hashes = [message_hash(m) for m in messages]
-    offset, prefixes = prefix_query(chain_hashes(hashes), messages)
     cached = cache.get(cache_key)
+    digests = digest(messages, cached.request if cached else None)
     known, known_window = (cached.head, cached.window_id) if cached else (-1, "")
+    offset, prefixes = prefix_query(digests.chain, messages, recent_only=True)
     loaded = await store.load_context(keys, offset, prefixes, known=known, known_window=known_window)
+    if needs_full_query(loaded, messages):
+        offset, prefixes = prefix_query(digests.chain, messages, recent_only=False)
+        loaded = await store.load_context(keys, offset, prefixes, known=known, known_window=known_window)
     turns = [Turn.from_record(seq, record) for seq, record in loaded.turns]
     if cached is not None and loaded.extends:
         stored_window, applies = cached.stored_window, cached.applies
@@ -56,8 +51,8 @@ async def load_conversation(store: Store, cache: PathCache, identity: Identity, 
     if identity.derived and not loaded.found:
         history = build_history(_window_for_path(stored_window, False), [])
     elif loaded.parent >= 0:
-        cache.put(cache_key, CachedPath(loaded.parent, loaded.window_id, stored_window, applies, history))
-    reconciled = reconcile(messages, hashes, loaded, derived=identity.derived, session_leading=history.leading_hashes())
+        cache.put(cache_key, CachedPath(loaded.parent, loaded.window_id, stored_window, applies, history, digests))
+    reconciled = reconcile(messages, digests.hashes, loaded, derived=identity.derived, session_leading=history.leading_hashes())
     return Conversation(
         identity=identity,
         keys=keys,

@@ -2,20 +2,23 @@
 
 from proxy.sessions.identity import Identity, identify, tenant_of
 from proxy.sessions.journal import Turn, TurnDraft
-from proxy.sessions.messages import canonical, chain_hashes, leading_count, message_hash, wire
-from proxy.sessions.reconcile import ROOT, Reconciled, prefix_query, reconcile
+from proxy.sessions.messages import Digests, canonical, chain_hashes, digest, leading_count, message_hash, wire
+from proxy.sessions.reconcile import ROOT, Reconciled, needs_full_query, prefix_query, reconcile
 
 __all__ = [
     "ROOT",
+    "Digests",
     "Identity",
     "Reconciled",
     "Turn",
     "TurnDraft",
     "canonical",
     "chain_hashes",
+    "digest",
     "identify",
     "leading_count",
     "message_hash",
+    "needs_full_query",
     "prefix_query",
     "reconcile",
     "tenant_of",

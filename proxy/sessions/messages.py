@@ -11,6 +11,7 @@ what lets the proxy find the part of a full-history request the journal already 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -66,6 +67,40 @@ def chain_hashes(digests: list[str]) -> list[str]:
         previous = chain_step(previous, digest)
         out.append(previous)
     return out
+
+
+@dataclass(frozen=True)
+class Digests:
+    """A request's messages with their content hashes and chain hashes."""
+
+    messages: list[Message]
+    hashes: list[str]
+    chain: list[str]
+
+
+def digest(messages: list[Message], previous: Digests | None = None) -> Digests:
+    """Hash `messages`, reusing `previous` for the prefix they share with it.
+
+    A full-history client re-sends what it sent last time plus a little: the messages
+    it sent unchanged (equal dicts) are not hashed again.
+    """
+    reuse = 0
+    if previous is not None:
+        limit = min(len(messages), len(previous.messages))
+        old = previous.messages
+        while reuse < limit and messages[reuse] == old[reuse]:
+            reuse += 1
+    if reuse == 0:
+        hashes = [message_hash(m) for m in messages]
+        return Digests(messages, hashes, chain_hashes(hashes))
+    assert previous is not None
+    fresh = [message_hash(m) for m in messages[reuse:]]
+    chain = previous.chain[:reuse]
+    last = chain[-1]
+    for h in fresh:
+        last = chain_step(last, h)
+        chain.append(last)
+    return Digests(messages, previous.hashes[:reuse] + fresh, chain)
 
 
 def leading_count(messages: list[Message]) -> int:

@@ -38,10 +38,23 @@ class Reconciled:
     branched: bool
 
 
-def prefix_query(hashes_chain: list[str], messages: list[Message]) -> tuple[int, list[str]]:
-    """The offset and prefix hashes to look up: only prefixes longer than the leading block."""
+RECENT_PREFIXES = 64
+
+
+def prefix_query(hashes_chain: list[str], messages: list[Message], *, recent_only: bool) -> tuple[int, list[str]]:
+    """The offset and prefix hashes to look up: only prefixes longer than the leading block,
+    and with `recent_only` only the longest `RECENT_PREFIXES` of them (a full-history client
+    usually matches all but its last message or two)."""
     offset = leading_count(messages)
+    if recent_only:
+        offset = max(offset, len(messages) - RECENT_PREFIXES)
     return offset, hashes_chain[offset:]
+
+
+def needs_full_query(loaded: LoadedSession, messages: list[Message]) -> bool:
+    """A recent-only lookup that found no turn end may have missed an older one."""
+    truncated = len(messages) - leading_count(messages) > RECENT_PREFIXES
+    return truncated and (not loaded.found or loaded.parent < 0)
 
 
 def reconcile(

@@ -243,3 +243,17 @@ async def test_without_the_path_cache_every_load_is_whole(start_proxy: ProxyFact
         await client.chat.completions.create(model="gpt-4o-mini", messages=[SYSTEM, {"role": "user", "content": f"q{n}"}])
     assert roles(proxy.fake.chats[-1]["messages"]) == ["system"] + ["user", "assistant"] * 3 + ["user"]
     assert len(proxy.app[PATHS]) == 0
+
+
+async def test_editing_far_back_in_a_long_full_history_conversation_branches_there(proxy: Proxy) -> None:
+    client = proxy.client(default_headers={"X-Session-Id": "long-edit"})
+    history: list[dict[str, Any]] = [SYSTEM]
+    for n in range(40):
+        history.append({"role": "user", "content": f"q{n}"})
+        answer = await client.chat.completions.create(model="gpt-4o-mini", messages=history)
+        history.append({"role": "assistant", "content": answer.choices[0].message.content})
+    edited = [*history[:3], {"role": "user", "content": "q1, edited"}, *history[4:], {"role": "user", "content": "next"}]
+    await client.chat.completions.create(model="gpt-4o-mini", messages=edited)
+    assert proxy.fake.chats[-1]["messages"] == edited
+    _, journal = await session_json(proxy, "long-edit")
+    assert journal["turns"][-1]["parent"] == 0 and len(journal["branches"]) == 2

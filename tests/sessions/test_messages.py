@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from proxy.sessions import chain_hashes, message_hash, wire
+from proxy.sessions import chain_hashes, digest, message_hash, wire
 
 
 def test_response_only_fields_and_pinned_do_not_change_identity() -> None:
@@ -37,3 +37,12 @@ def test_chain_matches_the_lua_definition() -> None:
 
 def test_wire_strips_only_the_marker() -> None:
     assert wire({"role": "user", "content": "x", "pinned": True}) == {"role": "user", "content": "x"}
+
+
+def test_digest_reuses_the_shared_prefix_and_matches_a_fresh_digest() -> None:
+    first = [{"role": "system", "content": "s"}, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    second = [*first, {"role": "user", "content": "c"}]
+    edited = [first[0], {"role": "user", "content": "A"}, *second[2:]]
+    previous = digest(first)
+    for messages in (second, edited, first[:1], []):
+        assert digest(messages, previous) == digest(messages)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from proxy.sessions import chain_hashes, message_hash, prefix_query, reconcile
+from proxy.sessions import chain_hashes, message_hash, needs_full_query, prefix_query, reconcile
+from proxy.sessions.reconcile import RECENT_PREFIXES
 from proxy.store import LoadedSession
 
 SYS = {"role": "system", "content": "rules"}
@@ -55,5 +56,16 @@ def test_derived_session_without_match_starts_from_root() -> None:
 def test_prefix_query_skips_the_leading_block() -> None:
     msgs = [SYS, {"role": "developer", "content": "d"}, {"role": "user", "content": "u"}]
     chain = chain_hashes(hashes(msgs))
-    offset, prefixes = prefix_query(chain, msgs)
+    offset, prefixes = prefix_query(chain, msgs, recent_only=True)
     assert offset == 2 and prefixes == chain[2:]
+
+
+def test_long_requests_look_up_their_recent_prefixes_first() -> None:
+    msgs = [SYS] + [{"role": "user", "content": str(n)} for n in range(100)]
+    chain = chain_hashes(hashes(msgs))
+    offset, prefixes = prefix_query(chain, msgs, recent_only=True)
+    assert offset == 101 - RECENT_PREFIXES and prefixes == chain[offset:]
+    assert needs_full_query(loaded(found=False), msgs)
+    assert needs_full_query(loaded(found=True, parent=-1), msgs)
+    assert not needs_full_query(loaded(found=True, parent=3, matched=99), msgs)
+    assert not needs_full_query(loaded(found=False), msgs[:10])
