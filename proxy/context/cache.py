@@ -33,7 +33,7 @@ class CachedPath:
 
     @property
     def size(self) -> int:
-        return self.history.message_count + len(self.request.messages) + 1
+        return self.history.message_count + 1
 
 
 class PathCache:

@@ -71,9 +71,9 @@ def chain_hashes(digests: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Digests:
-    """A request's messages with their content hashes and chain hashes."""
+    """A request's content hashes and chain hashes, with a cheap fingerprint per message."""
 
-    messages: list[Message]
+    fingerprints: list[int]
     hashes: list[str]
     chain: list[str]
 
@@ -81,18 +81,20 @@ class Digests:
 def digest(messages: list[Message], previous: Digests | None = None) -> Digests:
     """Hash `messages`, reusing `previous` for the prefix they share with it.
 
-    A full-history client re-sends what it sent last time plus a little: the messages
-    it sent unchanged (equal dicts) are not hashed again.
+    A full-history client re-sends what it sent last time plus a little: the messages it
+    sent byte for byte the same (by a fingerprint of their serialized form, far cheaper
+    than the canonical hash) are not hashed again.
     """
+    fingerprints = [hash(orjson.dumps(m)) for m in messages]
     reuse = 0
     if previous is not None:
-        limit = min(len(messages), len(previous.messages))
-        old = previous.messages
-        while reuse < limit and messages[reuse] == old[reuse]:
+        limit = min(len(messages), len(previous.fingerprints))
+        old = previous.fingerprints
+        while reuse < limit and fingerprints[reuse] == old[reuse]:
             reuse += 1
     if reuse == 0:
         hashes = [message_hash(m) for m in messages]
-        return Digests(messages, hashes, chain_hashes(hashes))
+        return Digests(fingerprints, hashes, chain_hashes(hashes))
     assert previous is not None
     fresh = [message_hash(m) for m in messages[reuse:]]
     chain = previous.chain[:reuse]
@@ -100,7 +102,7 @@ def digest(messages: list[Message], previous: Digests | None = None) -> Digests:
     for h in fresh:
         last = chain_step(last, h)
         chain.append(last)
-    return Digests(messages, previous.hashes[:reuse] + fresh, chain)
+    return Digests(fingerprints, previous.hashes[:reuse] + fresh, chain)
 
 
 def leading_count(messages: list[Message]) -> int:
