@@ -1,7 +1,8 @@
 """Relay an upstream chat answer to the client, streamed or not, and learn what it said.
 
-Both paths return an `Outcome`: the status the turn is journaled with, the assembled
-assistant message and the usage. Upstream error answers are relayed unchanged (their
+Both paths produce an `Outcome` (the status the turn is journaled with, the assembled
+assistant message and the usage): `relay_json` returns it with the response to send,
+`StreamRelay` hands it to its `before_end` callback before the stream's final event. Upstream error answers are relayed unchanged (their
 status, headers and body) and make the turn `failed`. A client that goes away
 cancels the upstream request and makes the turn `interrupted`.
 
@@ -43,9 +44,12 @@ def _error_of(body: bytes, status: int) -> JSONObject:
 
 def _assistant_message(raw: JSONObject) -> Message:
     message: Message = {"role": raw.get("role") or "assistant", "content": raw.get("content")}
-    for key in ("tool_calls", "refusal", "function_call", "audio"):
+    for key in ("tool_calls", "refusal", "function_call"):
         if raw.get(key):
             message[key] = raw[key]
+    audio = raw.get("audio")
+    if isinstance(audio, dict) and audio.get("id"):
+        message["audio"] = {"id": audio["id"]}  # a request refers to earlier audio by id only
     return message
 
 
