@@ -10,33 +10,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable
 
 import orjson
 from aiohttp import web
 
 from proxy.context.budget import Budget, make_budget
-from proxy.context.cache import PathCache
 from proxy.context.compose import compose_json
 from proxy.context.janitor import fit
-from proxy.context.strategies import CompactionInput, Strategy, StrategyError, Summarizer
 from proxy.context.tokens import Encoder, request_overhead
-from proxy.handlers.compaction import (
-    CompactionContext,
-    archive_uri,
-    exclusive,
-    land,
-    make_summarizer,
-    record_failure,
-    settle,
-)
-from proxy.handlers.conversation import Conversation, load_conversation
+from proxy.handlers.compaction import CompactionContext, archive_uri, background_job, exclusive, make_summarizer, settle
+from proxy.handlers.conversation import load_conversation
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.recording import TurnRecorder
 from proxy.handlers.relay import Outcome, StreamRelay, relay_json
 from proxy.handlers.validation import ChatRequest, parse_chat_request, read_body
 from proxy.keys import METRICS, PATHS, ROUTE_MODEL, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM
-from proxy.sessions import Identity, TurnDraft, identify, tenant_of
+from proxy.sessions import TurnDraft, identify, tenant_of
 
 log = logging.getLogger("context_proxy.chat")
 
@@ -122,7 +111,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             conversation.reconciled.parent, fitted.result.strategy if fitted.result else fitted.failure or fitted.skipped,
         )  # fmt: skip
     if fitted.deferred:
-        job = _background_job(compaction, app[PATHS], conversation, strategy, summarizer, budget, encoder, request_id)
+        job = background_job(compaction, app[PATHS], conversation, strategy, summarizer, budget, encoder, request_id)
         app[RUNNER].submit(conversation.keys.index_member, lambda: exclusive(compaction, job))
     return response
 
@@ -166,36 +155,6 @@ async def _forward_and_relay(
         await recorder.record(outcome)
         return response
     return await StreamRelay(answer, include_usage=chat.include_usage).run(request, extra, before_end=recorder.record)
-
-
-def _background_job(
-    ctx: CompactionContext,
-    paths: PathCache,
-    conversation: Conversation,
-    strategy: Strategy,
-    summarizer: Summarizer,
-    budget: Budget,
-    encoder: Encoder,
-    request_id: str,
-) -> Callable[[], Awaitable[None]]:
-    """The deferred compaction: reload the session (it now has this turn) and compact it."""
-    identity = Identity(conversation.identity.tenant, conversation.identity.session, derived=False)
-
-    async def job() -> None:
-        current = await load_conversation(ctx.store, paths, identity, [])
-        history = current.history
-        data = CompactionInput(
-            history, budget, 0, summarizer, archive_uri(history.window), lambda text: len(encoder.encode_ordinary(text))
-        )
-        try:
-            result = await strategy.compact(data)
-        except StrategyError as exc:
-            await record_failure(ctx, current.breaker, strategy.name, str(exc), request_id=request_id)
-            return
-        if result.changed:
-            await land(ctx, current.stored_window, result, request_id=request_id)
-
-    return job
 
 
 async def _pass_through(request: web.Request, chat: ChatRequest) -> web.StreamResponse:

@@ -18,10 +18,15 @@ from dataclasses import dataclass
 import orjson
 
 from proxy.config import Settings
+from proxy.context.budget import Budget
+from proxy.context.cache import PathCache
 from proxy.context.janitor import Breaker, Fitted
-from proxy.context.strategies import CompactionResult, Summarizer, Summary
+from proxy.context.strategies import CompactionInput, CompactionResult, Strategy, StrategyError, Summarizer, Summary
+from proxy.context.tokens import Encoder
+from proxy.handlers.conversation import Conversation, load_conversation
 from proxy.context.window import Window
 from proxy.metrics import Metrics
+from proxy.sessions import Identity
 from proxy.store import SessionKeys, Store
 from proxy.upstream import UpstreamClient
 
@@ -123,3 +128,33 @@ async def exclusive(ctx: CompactionContext, job: Callable[[], Awaitable[None]]) 
         await job()
     finally:
         await ctx.store.release_lock(lock, token)
+
+
+def background_job(
+    ctx: CompactionContext,
+    paths: PathCache,
+    conversation: Conversation,
+    strategy: Strategy,
+    summarizer: Summarizer,
+    budget: Budget,
+    encoder: Encoder,
+    request_id: str,
+) -> Callable[[], Awaitable[None]]:
+    """The deferred compaction: reload the session (it now has this turn) and compact it."""
+    identity = Identity(conversation.identity.tenant, conversation.identity.session, derived=False)
+
+    async def job() -> None:
+        current = await load_conversation(ctx.store, paths, identity, [])
+        history = current.history
+        data = CompactionInput(
+            history, budget, 0, summarizer, archive_uri(history.window), lambda text: len(encoder.encode_ordinary(text))
+        )
+        try:
+            result = await strategy.compact(data)
+        except StrategyError as exc:
+            await record_failure(ctx, current.breaker, strategy.name, str(exc), request_id=request_id)
+            return
+        if result.changed:
+            await land(ctx, current.stored_window, result, request_id=request_id)
+
+    return job
