@@ -72,7 +72,9 @@ class Processes:
             ["-m", "bench.relay", "--port", str(self.relay_port), "--upstream", up],
             ["-m", "proxy", "serve", "--config", str(config)],
         ):
-            self.children.append(subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self.children.append(
+                subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
 
     def cpu_ns(self) -> int:
         """The proxy's main thread's CPU run time (schedstat: nanoseconds, not 10 ms ticks)."""
@@ -136,13 +138,19 @@ class Bench:
             ),
             "e proxy full 50": (
                 self.url(p.proxy_port),
-                lambda i: (chat_body([*full, user_message(1000 + i)]), {**HEADERS, "X-Session-Id": pool[i % len(pool)]}),
+                lambda i: (
+                    chat_body([*full, user_message(1000 + i)]),
+                    {**HEADERS, "X-Session-Id": pool[i % len(pool)]},
+                ),
                 False,
             ),
             "f-a stream direct": (self.url(p.up_port), lambda i: (streamed, HEADERS), True),
             "f-d stream proxy": (
                 self.url(p.proxy_port),
-                lambda i: (chat_body([user_message(1000 + i)], stream=True), {**HEADERS, "X-Session-Id": pool[i % len(pool)]}),
+                lambda i: (
+                    chat_body([user_message(1000 + i)], stream=True),
+                    {**HEADERS, "X-Session-Id": pool[i % len(pool)]},
+                ),
                 True,
             ),
         }
@@ -153,9 +161,14 @@ class Bench:
             for concurrency in (1, 32):
                 pool = await self.fresh_pool(50, self.pool_size)
                 for name, (url, factory, stream) in self.targets(pool).items():
-                    result = await run_load(url, factory, concurrency=concurrency, duration=self.duration, warmup=self.warmup, stream=stream)
+                    result = await run_load(
+                        url, factory, concurrency=concurrency, duration=self.duration, warmup=self.warmup, stream=stream
+                    )
                     results.setdefault((name, concurrency), []).append(result)
-                    print(f"  round {round_no + 1} c={concurrency:<2} {name:18} {result.throughput:8.0f} req/s  errors={result.errors}", file=sys.stderr)
+                    print(
+                        f"  round {round_no + 1} c={concurrency:<2} {name:18} {result.throughput:8.0f} req/s  errors={result.errors}",
+                        file=sys.stderr,
+                    )
         return results
 
     async def cpu_growth(self) -> dict[tuple[int, bool], float]:
@@ -168,7 +181,9 @@ class Bench:
                 for full_history in (False, True):
                     offset = (round_no * 2 + full_history) * count
                     sessions = pool[offset : offset + count]
-                    samples.setdefault((depth, full_history), []).append(await self.cpu_per_turn(depth, sessions, full_history=full_history))
+                    samples.setdefault((depth, full_history), []).append(
+                        await self.cpu_per_turn(depth, sessions, full_history=full_history)
+                    )
         return {key: statistics.median(values) for key, values in samples.items()}
 
     async def cpu_per_turn(self, depth: int, pool: list[str], *, full_history: bool) -> float:
@@ -182,9 +197,15 @@ class Bench:
         async with aiohttp.ClientSession() as http:
             for i, session in enumerate(pool):
                 for step in (0, 1):
-                    messages = [*conversation, user_message(5000 + i)] if full_history else [user_message(5000 + i + step)]
+                    messages = (
+                        [*conversation, user_message(5000 + i)] if full_history else [user_message(5000 + i + step)]
+                    )
                     before = self.procs.cpu_ns()
-                    async with http.post(self.url(self.procs.proxy_port), data=chat_body(messages), headers={**HEADERS, "X-Session-Id": session}) as r:
+                    async with http.post(
+                        self.url(self.procs.proxy_port),
+                        data=chat_body(messages),
+                        headers={**HEADERS, "X-Session-Id": session},
+                    ) as r:
                         await r.read()
                         assert r.status == 200, await r.text()
                     if step:
@@ -235,7 +256,10 @@ def table(results: dict[tuple[str, int], list[Result]]) -> str:
                 ref50, ref99 = median(sa, lambda r: r.percentile(50)), median(sa, lambda r: r.percentile(99))
             ttfb = ("", "")
             if name.startswith("f-"):
-                ttfb = (f"{median(runs, lambda r: r.percentile(50, 'ttfb')) * 1000:.2f}", f"{median(runs, lambda r: r.percentile(99, 'ttfb')) * 1000:.2f}")
+                ttfb = (
+                    f"{median(runs, lambda r: r.percentile(50, 'ttfb')) * 1000:.2f}",
+                    f"{median(runs, lambda r: r.percentile(99, 'ttfb')) * 1000:.2f}",
+                )
             lines.append(
                 f"| {name} | {c} | {rps:.0f} | {p50 * 1000:.2f} | {p99 * 1000:.2f} | {rps / a_rps:.2f} | {rps / b_rps:.2f} "
                 f"| {(p50 - ref50) * 1000:+.2f} | {(p99 - ref99) * 1000:+.2f} | {ttfb[0]} | {ttfb[1]} |"
@@ -257,12 +281,16 @@ async def main_async(quick: bool, rounds: int, pool: int) -> None:
             bench = Bench(procs, store, url, quick=quick, pool_size=pool)
             idle = await bench.idle_rss()
             started = time.time()
-            print(f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Python {sys.version.split()[0]}")
+            print(
+                f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Python {sys.version.split()[0]}"
+            )
             print(f"(d), (e), (f-d): a fresh pool of {pool} sessions of 50 turns per round and concurrency")
             results = await bench.rounds(rounds)
             print("\n" + table(results))
             peak = await bench.peak_rss()
-            print(f"\nProxy RSS: idle after start {idle:.0f} MB; under c=64 (delta clients, {pool} sessions) {peak:.0f} MB")
+            print(
+                f"\nProxy RSS: idle after start {idle:.0f} MB; under c=64 (delta clients, {pool} sessions) {peak:.0f} MB"
+            )
             print("\nPer-turn proxy CPU (main thread CPU time, ms per request; median of interleaved rounds):")
             print("| history | delta client | full-history client |\n|---|---|---|")
             growth = await bench.cpu_growth()
@@ -277,10 +305,14 @@ async def main_async(quick: bool, rounds: int, pool: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="short runs, two rounds: under a minute")
     parser.add_argument("--rounds", type=int, help="rounds of interleaved targets (default 3, quick 2)")
-    parser.add_argument("--pool", type=int, default=200, help="sessions per pool (more than fit the proxy's cache: cold loads)")
+    parser.add_argument(
+        "--pool", type=int, default=200, help="sessions per pool (more than fit the proxy's cache: cold loads)"
+    )
     args = parser.parse_args()
     asyncio.run(main_async(args.quick, args.rounds or (2 if args.quick else 3), args.pool))
 

@@ -24,7 +24,9 @@ def main() -> None:
     async def relay(request: web.Request) -> web.StreamResponse:
         async with request.app["session"].post(args.upstream + request.path, data=await request.read(),
                                                headers={"Content-Type": "application/json"}) as upstream:  # fmt: skip
-            response = web.StreamResponse(status=upstream.status, headers={"Content-Type": upstream.headers["Content-Type"]})
+            response = web.StreamResponse(
+                status=upstream.status, headers={"Content-Type": upstream.headers["Content-Type"]}
+            )
             await response.prepare(request)
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)

@@ -20,11 +20,17 @@ SYSTEM: Message = {"role": "system", "content": "You are a helpful assistant. An
 
 
 def user_message(n: int) -> Message:
-    return {"role": "user", "content": f"Question {n}: what is the status of item {n} in the inventory, and when was it last moved?"}
+    return {
+        "role": "user",
+        "content": f"Question {n}: what is the status of item {n} in the inventory, and when was it last moved?",
+    }
 
 
 def assistant_message(n: int) -> Message:
-    return {"role": "assistant", "content": f"Item {n} is in stock; it was last moved on day {n % 28 + 1} to shelf {n % 17}."}
+    return {
+        "role": "assistant",
+        "content": f"Item {n} is in stock; it was last moved on day {n % 28 + 1} to shelf {n % 17}.",
+    }
 
 
 def history(depth: int) -> list[Message]:

@@ -19,7 +19,12 @@ async def chat(request: web.Request) -> web.StreamResponse:
     raw = await request.read()
     body = orjson.loads(raw)
     usage = {"prompt_tokens": len(raw) // 4, "completion_tokens": 24, "total_tokens": len(raw) // 4 + 24}
-    base = {"id": "chatcmpl-bench", "created": int(time.time()), "model": body["model"], "system_fingerprint": "fp_bench"}
+    base = {
+        "id": "chatcmpl-bench",
+        "created": int(time.time()),
+        "model": body["model"],
+        "system_fingerprint": "fp_bench",
+    }
     if not body.get("stream"):
         message = {"role": "assistant", "content": ANSWER, "refusal": None}
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
@@ -31,12 +36,20 @@ async def chat(request: web.Request) -> web.StreamResponse:
     words = ANSWER.split(" ")
     for index in range(20):
         delta = {"content": words[index % len(words)] + " "} if index else {"role": "assistant", "content": ""}
-        chunk = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        chunk = {
+            **base,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+        }
         await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
     final = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
     await response.write(b"data: " + orjson.dumps(final) + b"\n\n")
     if include_usage:
-        await response.write(b"data: " + orjson.dumps({**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}) + b"\n\n")
+        await response.write(
+            b"data: "
+            + orjson.dumps({**base, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+            + b"\n\n"
+        )
     await response.write(b"data: [DONE]\n\n")
     return response
 

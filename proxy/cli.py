@@ -9,7 +9,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
 import orjson
 from aiohttp import web
@@ -20,7 +20,6 @@ from proxy.errors import ConfigError, StoreUnavailable
 from proxy.sessions import tenant_of
 from proxy.sessions.view import session_view
 from proxy.store import EmbeddedRedis, EmbeddedServerError, SessionKeys, Store, running_server_url
-
 
 # The path cache holds many small, long-lived objects; the default thresholds make the
 # cyclic collector walk them all every few thousand allocations. Requests allocate
@@ -143,7 +142,9 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
         print(f"  turns: {view['totals']['turns']} ({view['totals']['completed']} completed), head {view['head']}")
         print(f"  window: {view['window']['current']}; branches: {len(view['branches'])}")
         for turn in view["turns"]:
-            print(f"  #{turn['seq']:<4} parent {turn['parent']:<4} {turn['status']:<11} {turn['model']} tokens={turn['tokens']}")
+            print(
+                f"  #{turn['seq']:<4} parent {turn['parent']:<4} {turn['status']:<11} {turn['model']} tokens={turn['tokens']}"
+            )
         return 0
 
 

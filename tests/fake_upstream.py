@@ -167,7 +167,11 @@ class FakeOpenAI:
         last = _last_user_text(messages)
         if "call tool" in last and messages[-1].get("role") == "user":
             name = last.split("call tool", 1)[1].split()[0] if last.split("call tool", 1)[1].split() else "lookup"
-            call = {"id": "call_" + uuid.uuid4().hex[:12], "type": "function", "function": {"name": name, "arguments": '{"q": 1}'}}
+            call = {
+                "id": "call_" + uuid.uuid4().hex[:12],
+                "type": "function",
+                "function": {"name": name, "arguments": '{"q": 1}'},
+            }
             return {"role": "assistant", "content": None, "tool_calls": [call], "refusal": None, "annotations": []}
         seen = sum(1 for m in messages if m.get("role") == "user")
         content = f"Answer {seen}: I read {len(messages)} messages; you said: {last[:60]}"
@@ -190,10 +194,24 @@ class FakeOpenAI:
             if slow or self.chunk_delay_s:
                 await asyncio.sleep(self.chunk_delay_s or 0.05)
 
-        await send([{"index": 0, "delta": {"role": "assistant", "content": "", "refusal": None}, "logprobs": None, "finish_reason": None}])
+        await send(
+            [
+                {
+                    "index": 0,
+                    "delta": {"role": "assistant", "content": "", "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ]
+        )
         if message.get("tool_calls"):
             for index, call in enumerate(message["tool_calls"]):
-                head = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+                head = {
+                    "index": index,
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["function"]["name"], "arguments": ""},
+                }
                 await send([{"index": 0, "delta": {"tool_calls": [head]}, "logprobs": None, "finish_reason": None}])
                 args = call["function"]["arguments"]
                 for part in (args[: len(args) // 2], args[len(args) // 2 :]):
@@ -234,13 +252,21 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
 
 def _check_messages(messages: Any) -> web.Response | None:
     if not isinstance(messages, list) or not messages:
-        return error(400, "Invalid 'messages': empty array.", "invalid_request_error", param="messages", code="empty_array")
+        return error(
+            400, "Invalid 'messages': empty array.", "invalid_request_error", param="messages", code="empty_array"
+        )
     pending: set[str] = set()
     for index, message in enumerate(messages):
         role = message.get("role")
         allowed = ALLOWED_FIELDS.get(role)
         if allowed is None:
-            return error(400, f"Invalid value: '{role}'.", "invalid_request_error", param=f"messages[{index}].role", code="invalid_value")
+            return error(
+                400,
+                f"Invalid value: '{role}'.",
+                "invalid_request_error",
+                param=f"messages[{index}].role",
+                code="invalid_value",
+            )
         extra = set(message) - allowed
         if extra:
             name = sorted(extra)[0]

@@ -18,14 +18,18 @@ from tests.conftest import Proxy
 def test_bad_config_is_refused_at_start_naming_the_key(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("context:\n  trigger_ratio: 1.5\n")
-    result = subprocess.run([sys.executable, "-m", "proxy", "serve", "--config", str(config)], capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "serve", "--config", str(config)], capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == "context-proxy: context.trigger_ratio: must be > 0 and <= 1, got 1.5"
 
 
 async def test_sessions_commands(proxy: Proxy, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     client = proxy.client("sk-operator-test", default_headers={"X-Session-Id": "cli-sess"})
-    await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "for the operator"}])
+    await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "for the operator"}]
+    )
     config = tmp_path / "c.yaml"
     config.write_text(f"redis:\n  url: {proxy.app[SETTINGS].redis.url}\n")
 

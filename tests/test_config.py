@@ -20,7 +20,9 @@ def test_shipped_config_loads_with_defaults(tmp_path: Path) -> None:
 
 def test_env_substitution(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("server:\n  port: ${PORT:-9000}\nupstream:\n  api_key: ${KEY}\ncontext:\n  compression_model: ${CM:-null}\n")
+    path.write_text(
+        "server:\n  port: ${PORT:-9000}\nupstream:\n  api_key: ${KEY}\ncontext:\n  compression_model: ${CM:-null}\n"
+    )
     settings = load_settings(path, env={"KEY": "sk-1"})
     assert settings.server.port == 9000 and settings.upstream.api_key == "sk-1"
     assert settings.context.compression_model is None

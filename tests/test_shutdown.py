@@ -53,7 +53,9 @@ async def test_sigterm_finishes_in_flight_stream_and_keeps_its_turn(fake: FakeOp
     process = await start(config)
     try:
         await wait_ready(url)
-        client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="sk-x", max_retries=0, default_headers={"X-Session-Id": "grace"})
+        client = openai.AsyncOpenAI(
+            base_url=url + "/v1", api_key="sk-x", max_retries=0, default_headers={"X-Session-Id": "grace"}
+        )
         fake.chunk_delay_s = 0.05
         stream = await client.chat.completions.create(
             model="gpt-4o-mini", messages=[{"role": "user", "content": "word " * 30}], stream=True

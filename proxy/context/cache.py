@@ -19,7 +19,6 @@ from proxy.context.window import Window
 from proxy.sessions import Digests
 
 
-
 @dataclass(frozen=True)
 class CachedPath:
     head: int

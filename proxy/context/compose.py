@@ -12,9 +12,9 @@ with tool calls and its results never separate.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from itertools import chain
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 
 import orjson
 

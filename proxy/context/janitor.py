@@ -18,8 +18,14 @@ from dataclasses import dataclass
 
 from proxy.context.budget import Budget, effective_tokens
 from proxy.context.compose import History
-from proxy.context.strategies import CompactionInput, CompactionResult, Strategy, StrategyError, Summarizer
-from proxy.context.strategies import is_background
+from proxy.context.strategies import (
+    CompactionInput,
+    CompactionResult,
+    Strategy,
+    StrategyError,
+    Summarizer,
+    is_background,
+)
 from proxy.types import JSONObject
 
 BREAKER_LIMIT = 3

@@ -77,7 +77,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         preference=settings.context.usage_preference,
     )
     compaction = CompactionContext(app[STORE], conversation.keys, settings, app[METRICS])
-    await settle(compaction, fitted, conversation.stored_window, conversation.breaker, strategy.name, request_id=request_id)
+    await settle(
+        compaction, fitted, conversation.stored_window, conversation.breaker, strategy.name, request_id=request_id
+    )
 
     messages = compose_json(fitted.history, new_input)
     sent_tokens = fitted.tokens + sum(new_tokens) + overhead
@@ -148,7 +150,9 @@ async def _forward_and_relay(
     headers["Content-Type"] = "application/json"
     headers["Accept-Encoding"] = "identity"
     started = asyncio.get_running_loop().time()
-    answer = await upstream.send("POST", "/v1/chat/completions", headers=headers, body=upstream_body(chat, messages_json))
+    answer = await upstream.send(
+        "POST", "/v1/chat/completions", headers=headers, body=upstream_body(chat, messages_json)
+    )
     app[METRICS].upstream_done("/v1/chat/completions", asyncio.get_running_loop().time() - started)
     if not chat.stream:
         response, outcome = await relay_json(request, answer, extra)

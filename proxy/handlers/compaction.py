@@ -23,8 +23,8 @@ from proxy.context.cache import PathCache
 from proxy.context.janitor import Breaker, Fitted
 from proxy.context.strategies import CompactionInput, CompactionResult, Strategy, StrategyError, Summarizer, Summary
 from proxy.context.tokens import Encoder
-from proxy.handlers.conversation import Conversation, load_conversation
 from proxy.context.window import Window
+from proxy.handlers.conversation import Conversation, load_conversation
 from proxy.metrics import Metrics
 from proxy.sessions import Identity
 from proxy.store import SessionKeys, Store
@@ -40,7 +40,9 @@ class CompressionFailed(Exception):
 def make_summarizer(upstream: UpstreamClient, *, model: str, authorization: str | None, timeout_s: float) -> Summarizer:
     async def summarize(messages: list[dict[str, object]]) -> Summary:
         body = orjson.dumps({"model": model, "messages": messages})
-        answer = await upstream.post_json("/v1/chat/completions", body, authorization=authorization, timeout_s=timeout_s)
+        answer = await upstream.post_json(
+            "/v1/chat/completions", body, authorization=authorization, timeout_s=timeout_s
+        )
         raw = await answer.read()
         if answer.status != 200:
             raise CompressionFailed(f"upstream answered {answer.status}: {raw[:300].decode(errors='replace')}")
@@ -96,26 +98,40 @@ async def land(ctx: CompactionContext, base: Window, result: CompactionResult, *
         ttl_s=ctx.settings.sessions.ttl_s,
     )
     ctx.metrics.compaction(result.strategy, "landed" if landed else "stale")
-    log.info("compaction %s session=%s window=%s->%s landed=%s", result.strategy, ctx.keys.session, base.current, window.current, landed)
+    log.info(
+        "compaction %s session=%s window=%s->%s landed=%s",
+        result.strategy,
+        ctx.keys.session,
+        base.current,
+        window.current,
+        landed,
+    )
     return landed
 
 
-async def record_failure(ctx: CompactionContext, breaker: Breaker, strategy: str, reason: str, *, request_id: str) -> None:
-    event = {"type": "compaction_failed", "strategy": strategy, "reason": reason, "request_id": request_id, "created": time.time()}
+async def record_failure(
+    ctx: CompactionContext, breaker: Breaker, strategy: str, reason: str, *, request_id: str
+) -> None:
+    event = {
+        "type": "compaction_failed",
+        "strategy": strategy,
+        "reason": reason,
+        "request_id": request_id,
+        "created": time.time(),
+    }
     await ctx.store.record_event(ctx.keys, event, breaker=breaker.failed(), ttl_s=ctx.settings.sessions.ttl_s)
     ctx.metrics.compaction(strategy, "failed")
     log.warning("compaction %s failed session=%s: %s", strategy, ctx.keys.session, reason)
 
 
-async def settle(ctx: CompactionContext, fitted: Fitted, base: Window, breaker: Breaker, strategy: str, *, request_id: str) -> None:
+async def settle(
+    ctx: CompactionContext, fitted: Fitted, base: Window, breaker: Breaker, strategy: str, *, request_id: str
+) -> None:
     """Journal what the janitor did for this request: a landed result or a failure."""
     if fitted.result is not None:
         await land(ctx, base, fitted.result, request_id=request_id)
     elif fitted.failure is not None:
         await record_failure(ctx, breaker, strategy, fitted.failure, request_id=request_id)
-
-
-
 
 
 async def exclusive(ctx: CompactionContext, job: Callable[[], Awaitable[None]]) -> None:

@@ -30,7 +30,9 @@ class Conversation:
     """The session's window as stored (the CAS base for landing a compaction)."""
 
 
-async def load_conversation(store: Store, cache: PathCache, identity: Identity, messages: list[Message]) -> Conversation:
+async def load_conversation(
+    store: Store, cache: PathCache, identity: Identity, messages: list[Message]
+) -> Conversation:
     keys = SessionKeys(identity.tenant, identity.session)
     cache_key = (identity.tenant, identity.session)
     cached = cache.get(cache_key)
@@ -52,7 +54,9 @@ async def load_conversation(store: Store, cache: PathCache, identity: Identity, 
         history = build_history(_window_for_path(stored_window, False), [])
     elif loaded.parent >= 0:
         cache.put(cache_key, CachedPath(loaded.parent, loaded.window_id, stored_window, applies, history, digests))
-    reconciled = reconcile(messages, digests.hashes, loaded, derived=identity.derived, session_leading=history.leading_hashes())
+    reconciled = reconcile(
+        messages, digests.hashes, loaded, derived=identity.derived, session_leading=history.leading_hashes()
+    )
     return Conversation(
         identity=identity,
         keys=keys,

@@ -21,8 +21,8 @@ import orjson
 from aiohttp import web
 
 from proxy.errors import ProxyError
-from proxy.upstream import SSEEvent, SSEParser, StreamAssembler, UpstreamResponse, is_usage_only, parse_chunk
 from proxy.types import JSONObject, Message
+from proxy.upstream import SSEEvent, SSEParser, StreamAssembler, UpstreamResponse, is_usage_only, parse_chunk
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,9 @@ def _headers(answer: UpstreamResponse, extra: Mapping[str, str]) -> dict[str, st
     return headers
 
 
-async def relay_json(request: web.Request, answer: UpstreamResponse, extra: Mapping[str, str]) -> tuple[web.Response, Outcome]:
+async def relay_json(
+    request: web.Request, answer: UpstreamResponse, extra: Mapping[str, str]
+) -> tuple[web.Response, Outcome]:
     try:
         body = await answer.read()
     except asyncio.CancelledError:
@@ -75,7 +77,9 @@ async def relay_json(request: web.Request, answer: UpstreamResponse, extra: Mapp
         choice = parsed["choices"][0]
         outcome = Outcome("completed", _assistant_message(choice["message"]), parsed.get("usage"))
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-        outcome = Outcome("failed", error={"status": answer.status, "message": "upstream answer was not a chat completion"})
+        outcome = Outcome(
+            "failed", error={"status": answer.status, "message": "upstream answer was not a chat completion"}
+        )
     return response, outcome
 
 
@@ -117,7 +121,9 @@ class StreamRelay:
                 await response.write(tail)
         except ProxyError as exc:
             answer.close()
-            await before_end(Outcome("failed", self.assembler.message(), error={"status": exc.status, "message": exc.message}))
+            await before_end(
+                Outcome("failed", self.assembler.message(), error={"status": exc.status, "message": exc.message})
+            )
             return response
         except (asyncio.CancelledError, ConnectionResetError):
             answer.close()

@@ -56,7 +56,9 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         raise BadRequest("'model' must be a non-empty string", param="model", code="invalid_type")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty array of message objects", param="messages", code="invalid_type")
+        raise BadRequest(
+            "'messages' must be a non-empty array of message objects", param="messages", code="invalid_type"
+        )
     for index, message in enumerate(messages):
         _check_message(message, f"messages[{index}]")
     stream = body.get("stream", False)
@@ -79,7 +81,9 @@ def _check_message(message: Any, where: str) -> None:
     role = message.get("role")
     if role not in ROLES:
         raise BadRequest(
-            f"'{where}.role' must be one of {', '.join(ROLES)}, got {role!r}", param=f"{where}.role", code="invalid_value"
+            f"'{where}.role' must be one of {', '.join(ROLES)}, got {role!r}",
+            param=f"{where}.role",
+            code="invalid_value",
         )
     content = message.get("content")
     if content is None:
@@ -100,7 +104,9 @@ def _check_message(message: Any, where: str) -> None:
     calls = message.get("tool_calls")
     if calls is not None:
         if role != "assistant" or not isinstance(calls, list):
-            raise BadRequest(f"'{where}.tool_calls' must be an array on an assistant message", param=f"{where}.tool_calls")
+            raise BadRequest(
+                f"'{where}.tool_calls' must be an array on an assistant message", param=f"{where}.tool_calls"
+            )
         for index, call in enumerate(calls):
             _check_tool_call(call, f"{where}.tool_calls[{index}]")
     for key in ("name", "tool_call_id"):

@@ -27,7 +27,10 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
             "seq": t.seq,
             "parent": t.parent,
             "depth": t.depth,
-            **{k: t.record.get(k) for k in ("status", "model", "input", "output", "usage", "error", "request_id", "window")},
+            **{
+                k: t.record.get(k)
+                for k in ("status", "model", "input", "output", "usage", "error", "request_id", "window")
+            },
             "tokens": sum(t.record.get("tokens") or ()),
             "created": t.record.get("created"),
             "finished": t.record.get("finished"),

@@ -191,7 +191,15 @@ class Store:
         ttl_s: int,
     ) -> bool:
         """Land a compaction if the window is still `expected_window`; False if another landed first."""
-        args: list[bytes | str | int] = [expected_window, orjson.dumps(window), boundary, orjson.dumps(event), archive_id, orjson.dumps(span), ttl_s]
+        args: list[bytes | str | int] = [
+            expected_window,
+            orjson.dumps(window),
+            boundary,
+            orjson.dumps(event),
+            archive_id,
+            orjson.dumps(span),
+            ttl_s,
+        ]
         with _mapped():
             landed = await self._save_window(keys=keys.all(), args=args)
         return bool(landed)

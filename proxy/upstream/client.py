@@ -122,7 +122,9 @@ class UpstreamClient:
             )
         return UpstreamResponse(response, url)
 
-    async def post_json(self, v1_path: str, body: bytes, *, authorization: str | None, timeout_s: float) -> UpstreamResponse:
+    async def post_json(
+        self, v1_path: str, body: bytes, *, authorization: str | None, timeout_s: float
+    ) -> UpstreamResponse:
         """A proxy-initiated call (a compression request), with the client's key."""
         headers: CIMultiDict[str] = CIMultiDict({"Content-Type": "application/json", "Accept-Encoding": "identity"})
         if authorization:

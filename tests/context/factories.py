@@ -11,7 +11,9 @@ from proxy.context.window import Window
 from proxy.sessions import Turn
 
 
-def turn(seq: int, user: Any, answer: Any = "ok", *, status: str = "completed", lead: tuple[dict[str, Any], ...] = ()) -> Turn:
+def turn(
+    seq: int, user: Any, answer: Any = "ok", *, status: str = "completed", lead: tuple[dict[str, Any], ...] = ()
+) -> Turn:
     inputs = [*lead, user if isinstance(user, dict) else {"role": "user", "content": user}]
     output = answer if isinstance(answer, dict) else {"role": "assistant", "content": answer}
     messages = [*inputs, output]

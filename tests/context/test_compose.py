@@ -22,7 +22,11 @@ def test_only_completed_turns_enter_the_context() -> None:
 
 
 def test_tool_results_stay_in_the_unit_of_their_call() -> None:
-    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
     turns = [
         turn(0, "u0", call),
         turn(1, {"role": "tool", "tool_call_id": "c1", "content": "r"}, "done"),
@@ -51,20 +55,43 @@ def test_window_json_round_trip_and_lineage() -> None:
 
 
 def _call(call_id: str) -> dict:  # type: ignore[type-arg]
-    return {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
 
 
 def _histories() -> list[tuple[object, list[dict]]]:  # type: ignore[type-arg]
     tool = {"role": "tool", "tool_call_id": "c1", "content": "r"}
-    summary_window = Window(current="win_1", boundary=0, summary={"role": "user", "content": "S"}, leading=({"role": "system", "content": "sys"},))
+    summary_window = Window(
+        current="win_1",
+        boundary=0,
+        summary={"role": "user", "content": "S"},
+        leading=({"role": "system", "content": "sys"},),
+    )
     assistant_first = Window(current="win_1", boundary=0, leading=({"role": "system", "content": "sys"},))
     return [
         (history(4), [{"role": "user", "content": "new"}]),
         (build_history(Window(), [turn(0, "u0", _call("c1"))]), [tool]),  # a delta client answering the call
-        (build_history(Window(), [turn(0, "u0", _call("c1")), turn(1, "u1")]), [{"role": "user", "content": "n"}]),  # unanswered
-        (build_history(Window(), [turn(0, {"role": "tool", "tool_call_id": "zz", "content": "orphan"}), turn(1, "u1")]), []),
-        (build_history(summary_window, [turn(3, {"role": "user", "content": "p", "pinned": True})]), [{"role": "user", "content": "x"}]),
-        (build_history(assistant_first, [turn(2, {"role": "assistant", "content": "a"}, "b")]), [{"role": "user", "content": "x"}]),
+        (
+            build_history(Window(), [turn(0, "u0", _call("c1")), turn(1, "u1")]),
+            [{"role": "user", "content": "n"}],
+        ),  # unanswered
+        (
+            build_history(
+                Window(), [turn(0, {"role": "tool", "tool_call_id": "zz", "content": "orphan"}), turn(1, "u1")]
+            ),
+            [],
+        ),
+        (
+            build_history(summary_window, [turn(3, {"role": "user", "content": "p", "pinned": True})]),
+            [{"role": "user", "content": "x"}],
+        ),
+        (
+            build_history(assistant_first, [turn(2, {"role": "assistant", "content": "a"}, "b")]),
+            [{"role": "user", "content": "x"}],
+        ),
         (build_history(Window(), []), [{"role": "system", "content": "s"}, {"role": "user", "content": "first"}]),
     ]
 
@@ -94,5 +121,9 @@ def test_extending_a_history_equals_building_it_whole() -> None:
         for t in turns[split:]:
             grown = extend_history(grown, [t])
         assert grown.units == whole.units
-        assert (grown.units_tokens, grown.message_count, grown.settled_json) == (whole.units_tokens, whole.message_count, whole.settled_json)
+        assert (grown.units_tokens, grown.message_count, grown.settled_json) == (
+            whole.units_tokens,
+            whole.message_count,
+            whole.settled_json,
+        )
         assert compose_json(grown, []) == compose_json(whole, [])

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from proxy.context.history import CONTINUATION, MISSING_RESULT, ensure_valid_history
 
-CALL = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+}
 
 
 def test_orphan_tool_result_is_dropped() -> None:
@@ -24,5 +28,10 @@ def test_first_non_system_message_is_a_user_message() -> None:
 
 
 def test_valid_history_is_unchanged() -> None:
-    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, CALL, {"role": "tool", "tool_call_id": "c1", "content": "r"}]
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "u"},
+        CALL,
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+    ]
     assert ensure_valid_history(messages) == messages

@@ -36,7 +36,11 @@ async def test_chat_formula_counts_names_tool_calls_and_tools() -> None:
     plain = count_message(encoder, {"role": "user", "content": "hello world"})
     assert plain == 3 + 1 + 2
     assert count_message(encoder, {"role": "user", "content": "hello world", "name": "bob"}) > plain
-    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": '{"a": 1}'}}]}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": '{"a": 1}'}}],
+    }
     assert count_message(encoder, call) > 3
     assert request_overhead(encoder, None) == 3
     assert request_overhead(encoder, [{"type": "function", "function": {"name": "f"}}]) > 13

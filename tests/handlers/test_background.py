@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from proxy.context.window import Window
 from proxy.keys import STORE
-from proxy.store import SessionKeys
 from proxy.sessions import tenant_of
+from proxy.store import SessionKeys
 from tests.conftest import ProxyFactory
 from tests.handlers.test_overflow import SYSTEM, filler
 
@@ -15,7 +15,9 @@ async def test_background_compaction_lands_on_a_later_request(start_proxy: Proxy
     client = proxy.client(default_headers={"X-Session-Id": "bg"})
     windows = []
     for n in range(35):
-        messages = [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
+        messages = (
+            [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
+        )
         raw = await client.chat.completions.with_raw_response.create(model="tiny-model", messages=messages)
         windows.append(raw.headers["X-Context-Window-Id"])
         await proxy.idle()
@@ -47,6 +49,8 @@ async def test_a_result_computed_on_a_stale_window_does_not_land(start_proxy: Pr
     store = proxy.app[STORE]
     keys = SessionKeys("t", "stale")
     window = Window().advance(boundary=0)
-    kwargs = dict(window=window.to_json(), boundary=0, event={"type": "compaction"}, archive_id="win_1", span=[], ttl_s=60)
+    kwargs = dict(
+        window=window.to_json(), boundary=0, event={"type": "compaction"}, archive_id="win_1", span=[], ttl_s=60
+    )
     assert await store.save_window(keys, expected_window="win_0", **kwargs)  # type: ignore[arg-type]
     assert not await store.save_window(keys, expected_window="win_0", **kwargs), "someone else moved the window first"  # type: ignore[arg-type]

@@ -25,7 +25,10 @@ async def test_async_sdk_chat_reaches_upstream_and_answers(proxy: Proxy) -> None
     assert raw.headers["X-Context-Window-Id"] == "win_0"
     assert int(raw.headers["X-Context-Tokens"]) == completion.usage.prompt_tokens
     assert raw.headers["X-Context-Strategy"] == "full"
-    assert proxy.fake.chats[-1]["messages"] == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    assert proxy.fake.chats[-1]["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
     assert proxy.fake.headers[-1]["Authorization"] == "Bearer sk-test"
 
 
@@ -80,8 +83,13 @@ async def test_sync_streaming(proxy: Proxy) -> None:
     assert "sync stream" in await asyncio.to_thread(call)
 
 
-@pytest.mark.parametrize(("trigger", "status", "error_class"), [("fail 429", 429, openai.RateLimitError), ("fail 500", 500, openai.InternalServerError)])
-async def test_upstream_errors_reach_client_unchanged(proxy: Proxy, trigger: str, status: int, error_class: type) -> None:
+@pytest.mark.parametrize(
+    ("trigger", "status", "error_class"),
+    [("fail 429", 429, openai.RateLimitError), ("fail 500", 500, openai.InternalServerError)],
+)
+async def test_upstream_errors_reach_client_unchanged(
+    proxy: Proxy, trigger: str, status: int, error_class: type
+) -> None:
     async with aiohttp.ClientSession() as http:
         async with http.post(
             proxy.url + "/v1/chat/completions",
@@ -90,9 +98,14 @@ async def test_upstream_errors_reach_client_unchanged(proxy: Proxy, trigger: str
         ) as response:
             assert response.status == status
             body = await response.json()
-    assert body["error"]["message"] in ("Rate limit reached for requests", "The server had an error while processing your request.")
+    assert body["error"]["message"] in (
+        "Rate limit reached for requests",
+        "The server had an error while processing your request.",
+    )
     with pytest.raises(error_class):
-        await proxy.client().chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": trigger}])
+        await proxy.client().chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": trigger}]
+        )
 
 
 async def test_streamed_upstream_error_reaches_client(proxy: Proxy) -> None:
@@ -120,7 +133,9 @@ async def test_streamed_upstream_error_reaches_client(proxy: Proxy) -> None:
 )
 async def test_bad_input_gets_openai_shaped_400(proxy: Proxy, body: bytes, param: str | None) -> None:
     async with aiohttp.ClientSession() as http:
-        async with http.post(proxy.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}) as r:
+        async with http.post(
+            proxy.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+        ) as r:
             assert r.status == 400
             error = (await r.json())["error"]
     assert error["type"] == "invalid_request_error"
@@ -130,7 +145,9 @@ async def test_bad_input_gets_openai_shaped_400(proxy: Proxy, body: bytes, param
 
 
 async def test_oversized_body_gets_413_and_proxy_stays_up(proxy: Proxy) -> None:
-    payload = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "' + b"x" * (80 * 1024 * 1024) + b'"}]}'
+    payload = (
+        b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "' + b"x" * (80 * 1024 * 1024) + b'"}]}'
+    )
     async with aiohttp.ClientSession() as http:
         async with http.post(proxy.url + "/v1/chat/completions", data=payload) as r:
             assert r.status == 413
@@ -144,7 +161,9 @@ async def test_oversized_body_gets_413_and_proxy_stays_up(proxy: Proxy) -> None:
             assert r.status == 413
         async with http.get(proxy.url + "/healthz") as r:
             assert r.status == 200
-    answer = await proxy.client().chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "still up"}])
+    answer = await proxy.client().chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "still up"}]
+    )
     assert answer.choices[0].message.content
 
 

@@ -62,7 +62,9 @@ async def test_a_turn_that_cannot_be_journaled_is_not_delivered_as_complete(
     client = proxy.client(default_headers={"X-Session-Id": "lost-store"})
     await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "warm"}])
     fake.chunk_delay_s = 0.05
-    stream = await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "w " * 30}], stream=True)
+    stream = await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "w " * 30}], stream=True
+    )
     await stream.__anext__()
     await server.stop()  # Redis goes away while the answer streams
     with pytest.raises(openai.APIError, match="session store unavailable"):

@@ -64,7 +64,9 @@ async def test_sixty_turns_stay_inside_the_window(start_proxy: ProxyFactory, ful
     archive_id = summary["content"].split("context://archive/")[1].split(".)")[0]
     status, archived = await session_json(proxy, "long", suffix=f"/archive/{archive_id}")
     assert status == 200 and archived["messages"], "the span the summary cites can be read back"
-    assert {m["content"] for m in archived["messages"] if m["role"] == "user"} <= {m["content"] for m in history if m["role"] == "user"}
+    assert {m["content"] for m in archived["messages"] if m["role"] == "user"} <= {
+        m["content"] for m in history if m["role"] == "user"
+    }
     assert [w["id"] for w in journal["windows"]] == [f"win_{n}" for n in range(compactions + 1)]
 
 
@@ -93,9 +95,13 @@ async def test_tool_call_pairs_never_split(start_proxy: ProxyFactory) -> None:
     client = proxy.client(default_headers={"X-Session-Id": "tools"})
     await client.chat.completions.create(model="tiny-model", messages=[SYSTEM, {"role": "user", "content": "hello"}])
     for n in range(30):
-        answer = await client.chat.completions.create(model="tiny-model", messages=[{"role": "user", "content": filler(n) + " call tool look"}])
+        answer = await client.chat.completions.create(
+            model="tiny-model", messages=[{"role": "user", "content": filler(n) + " call tool look"}]
+        )
         call = answer.choices[0].message.tool_calls[0]  # type: ignore[index]
-        await client.chat.completions.create(model="tiny-model", messages=[{"role": "tool", "tool_call_id": call.id, "content": "result " + filler(n)}])
+        await client.chat.completions.create(
+            model="tiny-model", messages=[{"role": "tool", "tool_call_id": call.id, "content": "result " + filler(n)}]
+        )
     assert len(proxy.fake.summaries) >= 2
     for body in proxy.fake.chats:  # the fake refuses orphans and unanswered calls: every request was valid
         assert body["messages"][0] == SYSTEM
@@ -152,7 +158,9 @@ async def test_every_strategy_keeps_a_long_conversation_going(start_proxy: Proxy
     client = proxy.client(default_headers={"X-Session-Id": "s", "X-Context-Strategy": strategy})
     headers = []
     for n in range(40):
-        messages = [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
+        messages = (
+            [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
+        )
         raw = await client.chat.completions.with_raw_response.create(model="tiny-model", messages=messages)
         headers.append(raw.headers["X-Context-Window-Id"])
         await proxy.idle()
@@ -176,7 +184,9 @@ async def test_a_branch_from_before_the_boundary_never_sees_the_other_branch_sum
     raw = await proxy.client(default_headers={"X-Session-Id": "forked"}).chat.completions.with_raw_response.create(
         model="tiny-model", messages=edited
     )
-    assert proxy.fake.chats[-1]["messages"] == edited, "the new branch is sent as it is, without the old branch's summary"
+    assert proxy.fake.chats[-1]["messages"] == edited, (
+        "the new branch is sent as it is, without the old branch's summary"
+    )
     assert raw.headers["X-Context-Window-Id"] == windows[-1], "the lineage is the session's"
     _, journal = await session_json(proxy, "forked")
     assert len(journal["branches"]) == 2
@@ -204,7 +214,9 @@ async def test_a_model_with_another_tokenizer_is_calibrated_from_reported_usage(
     proxy = await start_proxy(strategy="summarize")
     client = proxy.client(default_headers={"X-Session-Id": "llama"})
     for n in range(45):
-        messages = [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
+        messages = (
+            [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
+        )
         await client.chat.completions.create(model="tiny-llama", messages=messages)
     reported = [int(proxy.fake.prompt_tokens(body["messages"]) * 1.6) for body in proxy.fake.chats]
     assert max(reported) <= 3000, "the model's own count never went over its window"

@@ -10,7 +10,9 @@ from tests.conftest import Proxy
 async def test_method_query_body_and_status_pass_through(proxy: Proxy) -> None:
     async with aiohttp.ClientSession() as http:
         async with http.put(
-            proxy.url + "/v1/echo/files?purpose=batch&status=201", data=b"x" * 3_000_000, headers={"Authorization": "Bearer sk-own"}
+            proxy.url + "/v1/echo/files?purpose=batch&status=201",
+            data=b"x" * 3_000_000,
+            headers={"Authorization": "Bearer sk-own"},
         ) as r:
             assert r.status == 201 and r.headers["X-Echo"] == "1"
             body = await r.json()

@@ -24,7 +24,9 @@ def roles(messages: list[dict[str, Any]]) -> list[str]:
 
 async def session_json(proxy: Proxy, session: str, key: str = "sk-test", suffix: str = "") -> tuple[int, Any]:
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"{proxy.url}/v1/sessions/{session}{suffix}", headers={"Authorization": f"Bearer {key}"}) as r:
+        async with http.get(
+            f"{proxy.url}/v1/sessions/{session}{suffix}", headers={"Authorization": f"Bearer {key}"}
+        ) as r:
             return r.status, await r.json()
 
 
@@ -59,7 +61,10 @@ async def test_full_history_client_without_session_id_gets_a_stable_derived_sess
     for n in range(3):
         raw = await client.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=history)
         sessions.add(raw.headers["X-Session-Id"])
-        history += [{"role": "assistant", "content": raw.parse().choices[0].message.content}, {"role": "user", "content": f"more {n}"}]
+        history += [
+            {"role": "assistant", "content": raw.parse().choices[0].message.content},
+            {"role": "user", "content": f"more {n}"},
+        ]
     assert len(sessions) == 1
     status, body = await session_json(proxy, sessions.pop())
     assert status == 200 and len(body["turns"]) == 3 and len(body["branches"]) == 1
@@ -67,7 +72,9 @@ async def test_full_history_client_without_session_id_gets_a_stable_derived_sess
 
 async def test_path_form_names_the_session(proxy: Proxy) -> None:
     client = openai.AsyncOpenAI(base_url=proxy.url + "/s/path-sess/v1", api_key="sk-test", max_retries=0)
-    raw = await client.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "one"}])
+    raw = await client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "one"}]
+    )
     assert raw.headers["X-Session-Id"] == "path-sess"
     await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "two"}])
     assert roles(proxy.fake.chats[-1]["messages"]) == ["user", "assistant", "user"]
@@ -102,7 +109,10 @@ async def test_tenants_are_isolated(proxy: Proxy) -> None:
 async def test_concurrent_turns_are_all_journaled_once(proxy: Proxy) -> None:
     client = proxy.client(default_headers={"X-Session-Id": "busy"})
     await asyncio.gather(
-        *(client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": f"c{n}"}]) for n in range(40))
+        *(
+            client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": f"c{n}"}])
+            for n in range(40)
+        )
     )
     status, body = await session_json(proxy, "busy")
     inputs = sorted(t["input"][0]["content"] for t in body["turns"])
@@ -126,7 +136,9 @@ async def test_failed_turn_is_kept_out_of_later_context(proxy: Proxy) -> None:
 
 async def test_streamed_turn_is_in_next_history(proxy: Proxy) -> None:
     client = proxy.client(default_headers={"X-Session-Id": "streamy"})
-    stream = await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "tell me"}], stream=True)
+    stream = await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "tell me"}], stream=True
+    )
     text = "".join([c.choices[0].delta.content or "" async for c in stream])
     _, journal = await session_json(proxy, "streamy")  # the turn is journaled before the stream ends
     assert journal["turns"][0]["status"] == "completed" and journal["turns"][0]["output"]["content"] == text
@@ -136,8 +148,12 @@ async def test_streamed_turn_is_in_next_history(proxy: Proxy) -> None:
 
 async def test_streamed_tool_calls_are_assembled(proxy: Proxy) -> None:
     client = proxy.client(default_headers={"X-Session-Id": "tools"})
-    stream = await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "call tool weather"}], stream=True)
-    calls = [c.choices[0].delta.tool_calls for c in [c async for c in stream] if c.choices and c.choices[0].delta.tool_calls]
+    stream = await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "call tool weather"}], stream=True
+    )
+    calls = [
+        c.choices[0].delta.tool_calls for c in [c async for c in stream] if c.choices and c.choices[0].delta.tool_calls
+    ]
     call_id = calls[0][0].id
     tool = {"role": "tool", "tool_call_id": call_id, "content": "sunny"}
     await client.chat.completions.create(model="gpt-4o-mini", messages=[tool])
@@ -185,7 +201,9 @@ async def test_edited_message_starts_a_branch_and_old_path_stays(proxy: Proxy) -
 
 async def test_strategy_off_is_pure_pass_through(proxy: Proxy) -> None:
     client = proxy.client(default_headers={"X-Session-Id": "offline", "X-Context-Strategy": "off"})
-    raw = await client.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
+    raw = await client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}]
+    )
     assert "X-Context-Window-Id" not in raw.headers
     status, _ = await session_json(proxy, "offline")
     assert status == 404
@@ -205,14 +223,19 @@ async def test_delete_forgets_the_session(proxy: Proxy) -> None:
 
 async def test_history_survives_a_restart(fake: FakeOpenAI, tmp_path: Path, aiohttp_client: Any) -> None:
     settings = make_settings("embedded", fake.url)  # type: ignore[attr-defined]
-    settings = type(settings)(**{**settings.__dict__, "redis": type(settings.redis)(url="embedded", data_dir=str(tmp_path / "d"))})
+    settings = type(settings)(
+        **{**settings.__dict__, "redis": type(settings.redis)(url="embedded", data_dir=str(tmp_path / "d"))}
+    )
     for text in ("before restart", "after restart"):
         client = await aiohttp_client(create_app(settings))
         r = await client.post("/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}]},
                               headers={"X-Session-Id": "durable", "Authorization": "Bearer k"})  # fmt: skip
         assert r.status == 200
         await client.close()
-    assert [m["content"] for m in fake.chats[-1]["messages"] if m["role"] == "user"] == ["before restart", "after restart"]
+    assert [m["content"] for m in fake.chats[-1]["messages"] if m["role"] == "user"] == [
+        "before restart",
+        "after restart",
+    ]
 
 
 async def test_replicas_share_sessions_and_caches_never_go_stale(start_proxy: ProxyFactory) -> None:
@@ -220,10 +243,16 @@ async def test_replicas_share_sessions_and_caches_never_go_stale(start_proxy: Pr
     a = first.client(default_headers={"X-Session-Id": "shared-replicas"})
     b = second.client(default_headers={"X-Session-Id": "shared-replicas"})
     for n in range(6):
-        await (a if n % 2 else b).chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": f"r{n}"}])
-    assert [m["content"] for m in first.fake.chats[-1]["messages"] if m["role"] == "user"] == [f"r{n}" for n in range(6)]
+        await (a if n % 2 else b).chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": f"r{n}"}]
+        )
+    assert [m["content"] for m in first.fake.chats[-1]["messages"] if m["role"] == "user"] == [
+        f"r{n}" for n in range(6)
+    ]
     async with aiohttp.ClientSession() as http:
-        async with http.delete(second.url + "/v1/sessions/shared-replicas", headers={"Authorization": "Bearer sk-test"}) as r:
+        async with http.delete(
+            second.url + "/v1/sessions/shared-replicas", headers={"Authorization": "Bearer sk-test"}
+        ) as r:
             assert r.status == 200
     for n in range(7):  # the recreated session reaches the seq numbers the first replica has cached
         await b.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": f"new{n}"}])
@@ -232,7 +261,9 @@ async def test_replicas_share_sessions_and_caches_never_go_stale(start_proxy: Pr
     assert users == [f"new{n}" for n in range(7)] + ["last"]
 
 
-async def test_without_the_path_cache_every_load_is_whole(start_proxy: ProxyFactory, flushed_redis: str, fake: FakeOpenAI) -> None:
+async def test_without_the_path_cache_every_load_is_whole(
+    start_proxy: ProxyFactory, flushed_redis: str, fake: FakeOpenAI
+) -> None:
     import dataclasses
 
     settings = make_settings(flushed_redis, fake.url)  # type: ignore[attr-defined]
@@ -240,7 +271,9 @@ async def test_without_the_path_cache_every_load_is_whole(start_proxy: ProxyFact
     proxy = await start_proxy(settings)
     client = proxy.client(default_headers={"X-Session-Id": "uncached"})
     for n in range(4):
-        await client.chat.completions.create(model="gpt-4o-mini", messages=[SYSTEM, {"role": "user", "content": f"q{n}"}])
+        await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[SYSTEM, {"role": "user", "content": f"q{n}"}]
+        )
     assert roles(proxy.fake.chats[-1]["messages"]) == ["system"] + ["user", "assistant"] * 3 + ["user"]
     assert len(proxy.app[PATHS]) == 0
 
@@ -252,7 +285,12 @@ async def test_editing_far_back_in_a_long_full_history_conversation_branches_the
         history.append({"role": "user", "content": f"q{n}"})
         answer = await client.chat.completions.create(model="gpt-4o-mini", messages=history)
         history.append({"role": "assistant", "content": answer.choices[0].message.content})
-    edited = [*history[:3], {"role": "user", "content": "q1, edited"}, *history[4:], {"role": "user", "content": "next"}]
+    edited = [
+        *history[:3],
+        {"role": "user", "content": "q1, edited"},
+        *history[4:],
+        {"role": "user", "content": "next"},
+    ]
     await client.chat.completions.create(model="gpt-4o-mini", messages=edited)
     assert proxy.fake.chats[-1]["messages"] == edited
     _, journal = await session_json(proxy, "long-edit")

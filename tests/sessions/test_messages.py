@@ -14,10 +14,12 @@ def test_response_only_fields_and_pinned_do_not_change_identity() -> None:
 
 
 def test_text_parts_equal_plain_text_and_null_equals_empty() -> None:
-    assert message_hash({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}) == message_hash(
-        {"role": "user", "content": "ab"}
+    assert message_hash(
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    ) == message_hash({"role": "user", "content": "ab"})
+    assert message_hash({"role": "assistant", "content": None, "tool_calls": []}) == message_hash(
+        {"role": "assistant", "content": ""}
     )
-    assert message_hash({"role": "assistant", "content": None, "tool_calls": []}) == message_hash({"role": "assistant", "content": ""})
 
 
 def test_content_role_and_tool_calls_matter() -> None:
@@ -26,7 +28,9 @@ def test_content_role_and_tool_calls_matter() -> None:
     assert message_hash(base) != message_hash({"role": "assistant", "content": "a"})
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     other = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}}
-    assert message_hash({"role": "assistant", "tool_calls": [call]}) != message_hash({"role": "assistant", "tool_calls": [other]})
+    assert message_hash({"role": "assistant", "tool_calls": [call]}) != message_hash(
+        {"role": "assistant", "tool_calls": [other]}
+    )
 
 
 def test_chain_matches_the_lua_definition() -> None:
@@ -40,7 +44,11 @@ def test_wire_strips_only_the_marker() -> None:
 
 
 def test_digest_reuses_the_shared_prefix_and_matches_a_fresh_digest() -> None:
-    first = [{"role": "system", "content": "s"}, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    first = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+    ]
     second = [*first, {"role": "user", "content": "c"}]
     edited = [first[0], {"role": "user", "content": "A"}, *second[2:]]
     previous = digest(first)

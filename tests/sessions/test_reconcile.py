@@ -18,20 +18,36 @@ def hashes(messages: list[dict[str, str]]) -> list[str]:
 
 
 def test_full_history_request_adds_only_what_follows_the_match() -> None:
-    msgs = [SYS, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
-    result = reconcile(msgs, hashes(msgs), loaded(head=0, parent=0, matched=3, found=True), derived=False, session_leading=[])
+    msgs = [
+        SYS,
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"},
+    ]
+    result = reconcile(
+        msgs, hashes(msgs), loaded(head=0, parent=0, matched=3, found=True), derived=False, session_leading=[]
+    )
     assert result.new_input == [msgs[3]] and result.parent == 0 and not result.branched
 
 
 def test_full_history_match_off_the_head_is_a_branch() -> None:
-    msgs = [SYS, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "edited"}]
-    result = reconcile(msgs, hashes(msgs), loaded(head=5, parent=0, matched=3, found=True), derived=False, session_leading=[])
+    msgs = [
+        SYS,
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "edited"},
+    ]
+    result = reconcile(
+        msgs, hashes(msgs), loaded(head=5, parent=0, matched=3, found=True), derived=False, session_leading=[]
+    )
     assert result.branched and result.parent == 0 and result.new_input == [msgs[3]]
 
 
 def test_match_inside_the_first_turn_regenerates_from_root() -> None:
     msgs = [SYS, {"role": "user", "content": "a"}]
-    result = reconcile(msgs, hashes(msgs), loaded(head=3, parent=-1, matched=0, found=True), derived=False, session_leading=[])
+    result = reconcile(
+        msgs, hashes(msgs), loaded(head=3, parent=-1, matched=0, found=True), derived=False, session_leading=[]
+    )
     assert result.parent == -1 and result.new_input == msgs and result.branched
 
 

@@ -34,7 +34,18 @@ def test_assembler_builds_content_tool_calls_and_usage() -> None:
     chunks = [
         {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}}]},
         {"choices": [{"index": 0, "delta": {"content": "lo"}}]},
-        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a"'}}]}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a"'}}
+                        ]
+                    },
+                }
+            ]
+        },
         {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
         {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}},

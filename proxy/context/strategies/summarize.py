@@ -24,7 +24,13 @@ class Summarize:
     name = "summarize"
 
     def __init__(
-        self, *, split: str, preserve_ratio: float, preserve_recent: int, min_shrink_ratio: float, validator: Validator | None
+        self,
+        *,
+        split: str,
+        preserve_ratio: float,
+        preserve_recent: int,
+        min_shrink_ratio: float,
+        validator: Validator | None,
     ) -> None:
         self.split = split
         self.preserve_ratio = preserve_ratio

@@ -27,7 +27,9 @@ def boundary_for(total: int, *, keep_recent: int, compact_after: int) -> int:
 class Turns:
     name = "turns"
 
-    def __init__(self, *, keep_recent: int, compact_after: int, min_shrink_ratio: float, validator: Validator | None) -> None:
+    def __init__(
+        self, *, keep_recent: int, compact_after: int, min_shrink_ratio: float, validator: Validator | None
+    ) -> None:
         self.keep_recent = keep_recent
         self.compact_after = compact_after
         self.min_shrink_ratio = min_shrink_ratio

@@ -9,7 +9,9 @@ from tests.context.factories import FakeSummarizer, budget, compaction_input, tu
 
 
 async def test_only_the_new_span_is_sent_with_the_current_anchor() -> None:
-    strategy = Anchored(split="recent-turns", preserve_ratio=0.8, preserve_recent=2, min_shrink_ratio=0.5, validator=None)
+    strategy = Anchored(
+        split="recent-turns", preserve_ratio=0.8, preserve_recent=2, min_shrink_ratio=0.5, validator=None
+    )
     window = Window(current="win_1", boundary=4, summary={"role": "user", "content": "ANCHOR v1"}, anchor="ANCHOR v1")
     h = build_history(window, [turn(i, f"u{i}") for i in range(5, 10)])
     summarizer = FakeSummarizer("<summary>ANCHOR v2</summary>")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from proxy.context.compose import build_history
 from proxy.context.strategies import StrategyError, Summarize
 from proxy.context.strategies.gates import check_summary, load_validator
-from proxy.context.compose import build_history
 from proxy.context.window import Window
 from tests.context.factories import FakeSummarizer, budget, compaction_input, turn
 
@@ -35,14 +35,18 @@ def always_no(summary: str, evicted: list, kept: list) -> bool:  # type: ignore[
 
 async def test_validator_can_reject_and_history_is_unchanged() -> None:
     validator = load_validator("tests.context.strategies.test_gates:always_no")
-    strategy = Summarize(split="recent-turns", preserve_ratio=0.8, preserve_recent=1, min_shrink_ratio=0.5, validator=validator)
+    strategy = Summarize(
+        split="recent-turns", preserve_ratio=0.8, preserve_recent=1, min_shrink_ratio=0.5, validator=validator
+    )
     h = long_history()
     with pytest.raises(StrategyError, match="validator rejected"):
         await strategy.compact(compaction_input(h, budget(), FakeSummarizer()))  # type: ignore[arg-type]
 
 
 async def test_summarizer_failure_is_a_strategy_error() -> None:
-    strategy = Summarize(split="recent-turns", preserve_ratio=0.8, preserve_recent=1, min_shrink_ratio=0.5, validator=None)
+    strategy = Summarize(
+        split="recent-turns", preserve_ratio=0.8, preserve_recent=1, min_shrink_ratio=0.5, validator=None
+    )
     with pytest.raises(StrategyError, match="summarizer down"):
         await strategy.compact(compaction_input(long_history(), budget(), FakeSummarizer(fail=True)))  # type: ignore[arg-type]
 

@@ -38,7 +38,9 @@ async def test_chain_moves_on_when_one_fails_or_changes_nothing() -> None:
 
 
 async def test_chain_stops_at_the_first_that_fits() -> None:
-    summarize = Summarize(split="recent-turns", preserve_ratio=0.8, preserve_recent=1, min_shrink_ratio=0.5, validator=None)
+    summarize = Summarize(
+        split="recent-turns", preserve_ratio=0.8, preserve_recent=1, min_shrink_ratio=0.5, validator=None
+    )
     after = Recorder("after", "reset")
     result = await Chain([summarize, after]).compact(compaction_input(history(10), budget(), FakeSummarizer()))
     assert result.strategy == "summarize" and not after.ran
@@ -46,7 +48,9 @@ async def test_chain_stops_at_the_first_that_fits() -> None:
 
 async def test_chain_of_failures_raises_the_last() -> None:
     with pytest.raises(StrategyError, match="b failed"):
-        await Chain([Recorder("a", "fail"), Recorder("b", "fail")]).compact(compaction_input(history(3), budget(), FakeSummarizer()))
+        await Chain([Recorder("a", "fail"), Recorder("b", "fail")]).compact(
+            compaction_input(history(3), budget(), FakeSummarizer())
+        )
 
 
 async def test_full_never_compacts_and_background_delegates() -> None:

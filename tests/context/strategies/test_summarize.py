@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from proxy.context.compose import build_history
 from proxy.context.strategies import Summarize
 from proxy.context.strategies.prompts import SUMMARY_SECTIONS, clean_summary, flatten
 from proxy.context.strategies.split import split_ratio, split_recent
-from proxy.context.compose import build_history
 from proxy.context.window import Window
 from tests.context.factories import FakeSummarizer, budget, compaction_input, history, turn
 
@@ -38,7 +38,9 @@ async def test_summarize_replaces_old_turns_with_a_clean_summary() -> None:
 
 
 async def test_recent_turns_split() -> None:
-    result = await make("recent-turns", preserve_recent=2).compact(compaction_input(history(6), budget(), FakeSummarizer()))
+    result = await make("recent-turns", preserve_recent=2).compact(
+        compaction_input(history(6), budget(), FakeSummarizer())
+    )
     assert [u.turns[0].seq for u in result.kept] == [4, 5]
 
 
@@ -52,8 +54,14 @@ async def test_previous_summary_is_folded_in() -> None:
 
 async def test_pinned_turn_survives_verbatim_after_the_summary() -> None:
     pinned = {"role": "user", "content": "keep me", "pinned": True}
-    turns = [turn(0, "u0", lead=({"role": "system", "content": "sys"},)), turn(1, pinned), *[turn(i, f"u{i}") for i in range(2, 8)]]
-    result = await make("recent-turns").compact(compaction_input(build_history(Window(), turns), budget(), FakeSummarizer()))
+    turns = [
+        turn(0, "u0", lead=({"role": "system", "content": "sys"},)),
+        turn(1, pinned),
+        *[turn(i, f"u{i}") for i in range(2, 8)],
+    ]
+    result = await make("recent-turns").compact(
+        compaction_input(build_history(Window(), turns), budget(), FakeSummarizer())
+    )
     contents = [m["content"] for m in result.history.messages()]
     assert contents[0] == "sys" and contents[1].startswith("This session is being continued")
     assert contents[2:] == ["keep me", "ok", "u7", "ok"]
@@ -61,12 +69,18 @@ async def test_pinned_turn_survives_verbatim_after_the_summary() -> None:
 
 
 async def test_nothing_to_evict_is_unchanged() -> None:
-    result = await make("recent-turns", preserve_recent=5).compact(compaction_input(history(3), budget(), FakeSummarizer()))
+    result = await make("recent-turns", preserve_recent=5).compact(
+        compaction_input(history(3), budget(), FakeSummarizer())
+    )
     assert not result.changed
 
 
 def test_tool_traffic_is_role_flattened() -> None:
-    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": "look", "arguments": "{}"}}]}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "function": {"name": "look", "arguments": "{}"}}],
+    }
     text = flatten([call, {"role": "tool", "tool_call_id": "c1", "content": "found"}])
     assert "[assistant called tool look (c1)]: {}" in text and "[tool result c1]: found" in text
 
