@@ -7,7 +7,7 @@ from proxy.keys import STORE
 from proxy.sessions import tenant_of
 from proxy.store import SessionKeys
 from tests.conftest import ProxyFactory
-from tests.handlers.test_overflow import SYSTEM, filler
+from tests.handlers.test_overflow import delta_turn, filler
 
 
 async def test_background_compaction_lands_on_a_later_request(start_proxy: ProxyFactory) -> None:
@@ -15,9 +15,7 @@ async def test_background_compaction_lands_on_a_later_request(start_proxy: Proxy
     client = proxy.client(default_headers={"X-Session-Id": "bg"})
     windows = []
     for n in range(35):
-        messages = (
-            [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
-        )
+        messages = delta_turn(n)
         raw = await client.chat.completions.with_raw_response.create(model="tiny-model", messages=messages)
         windows.append(raw.headers["X-Context-Window-Id"])
         await proxy.idle()

@@ -21,6 +21,12 @@ def filler(n: int) -> str:
     return f"turn {n}: " + " ".join(f"fact{n}-{k} is topic {k * n % 97}" for k in range(4))
 
 
+def delta_turn(n: int) -> list[dict[str, Any]]:
+    """What a delta client sends for turn n: the system prompt once, then one user message."""
+    user = {"role": "user", "content": filler(n)}
+    return [SYSTEM, user] if n == 0 else [user]
+
+
 def prompt_tokens(proxy: Proxy) -> list[int]:
     return [proxy.fake.prompt_tokens(body["messages"]) for body in proxy.fake.chats]
 
@@ -158,9 +164,7 @@ async def test_every_strategy_keeps_a_long_conversation_going(start_proxy: Proxy
     client = proxy.client(default_headers={"X-Session-Id": "s", "X-Context-Strategy": strategy})
     headers = []
     for n in range(40):
-        messages = (
-            [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
-        )
+        messages = delta_turn(n)
         raw = await client.chat.completions.with_raw_response.create(model="tiny-model", messages=messages)
         headers.append(raw.headers["X-Context-Window-Id"])
         await proxy.idle()
@@ -214,9 +218,7 @@ async def test_a_model_with_another_tokenizer_is_calibrated_from_reported_usage(
     proxy = await start_proxy(strategy="summarize")
     client = proxy.client(default_headers={"X-Session-Id": "llama"})
     for n in range(45):
-        messages = (
-            [SYSTEM, {"role": "user", "content": filler(n)}] if n == 0 else [{"role": "user", "content": filler(n)}]
-        )
+        messages = delta_turn(n)
         await client.chat.completions.create(model="tiny-llama", messages=messages)
     reported = [int(proxy.fake.prompt_tokens(body["messages"]) * 1.6) for body in proxy.fake.chats]
     assert max(reported) <= 3000, "the model's own count never went over its window"
