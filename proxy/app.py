@@ -15,12 +15,13 @@ from aiohttp import web
 
 from proxy.config import Settings
 from proxy.context.cache import PathCache
+from proxy.context.limits import ModelLimits
 from proxy.context.runner import CompactionRunner
 from proxy.context.strategies import StrategyRegistry
 from proxy.context.tokens import TokenCounter
 from proxy.handlers import admin, chat, health, passthrough
 from proxy.handlers.errors import error_middleware
-from proxy.keys import EMBEDDED, METRICS, PATHS, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM, WRITES
+from proxy.keys import EMBEDDED, LIMITS, METRICS, PATHS, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM, WRITES
 from proxy.metrics import Metrics
 from proxy.pending import PendingWrites
 from proxy.store import EmbeddedRedis, Store
@@ -81,6 +82,7 @@ def create_app(settings: Settings) -> web.Application:
     app[TOKENS] = TokenCounter(overrides)
     app[PATHS] = PathCache(settings.server.cache_messages)
     app[WRITES] = PendingWrites()
+    app[LIMITS] = ModelLimits()
     app[STRATEGIES] = StrategyRegistry.from_settings(settings.context)
     app.cleanup_ctx.extend([_redis_ctx, _upstream_ctx, _runner_ctx])
 

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from proxy.config import Settings
 from proxy.context.cache import PathCache
+from proxy.context.limits import ModelLimits
 from proxy.context.runner import CompactionRunner
 from proxy.context.strategies import StrategyRegistry
 from proxy.context.tokens import TokenCounter
@@ -24,5 +25,6 @@ STRATEGIES = web.AppKey("strategies", StrategyRegistry)
 RUNNER = web.AppKey("runner", CompactionRunner)
 PATHS = web.AppKey("paths", PathCache)
 WRITES = web.AppKey("writes", PendingWrites)
+LIMITS = web.AppKey("limits", ModelLimits)
 
 ROUTE_MODEL = web.RequestKey("model", str)

@@ -9,7 +9,8 @@ import openai
 import pytest
 
 from proxy.keys import STRATEGIES
-from tests.conftest import Proxy, ProxyFactory
+from tests.conftest import Proxy, ProxyFactory, make_settings, replace_context
+from tests.fake_upstream import FakeOpenAI
 from tests.handlers.test_sessions import session_json
 
 SYSTEM = {"role": "system", "content": "You are the keeper of facts. Never forget the user's name."}
@@ -223,3 +224,30 @@ async def test_a_model_with_another_tokenizer_is_calibrated_from_reported_usage(
     reported = [int(proxy.fake.prompt_tokens(body["messages"]) * 1.6) for body in proxy.fake.chats]
     assert max(reported) <= 3000, "the model's own count never went over its window"
     assert proxy.fake.summaries, "compaction happened, triggered by the model's reported usage"
+
+
+async def test_a_window_the_config_does_not_know_is_learned_from_the_upstream(
+    start_proxy: ProxyFactory, flushed_redis: str, fake: FakeOpenAI
+) -> None:
+    """The config says nothing of tiny-model (so 128k is assumed); the model refuses at 3,000."""
+    settings = make_settings(flushed_redis, fake.url, strategy="summarize")  # type: ignore[attr-defined]
+    models = {k: v for k, v in settings.context.models.items() if k != "tiny-model"}
+    proxy = await start_proxy(replace_context(settings, models=models))
+    windows, _ = await run_conversation(proxy, "unsized", 60, full_history=False, first=[SYSTEM])
+    refused = [body for body in proxy.fake.received if proxy.fake.prompt_tokens(body["messages"]) > WINDOW]
+    assert len(refused) == 1, "one refusal teaches the proxy the window; the same request is retried compacted"
+    assert len(set(windows)) > 2
+    _, journal = await session_json(proxy, "unsized")
+    assert len(journal["turns"]) == 60 and all(t["status"] == "completed" for t in journal["turns"])
+
+
+def test_model_limits_learn_only_smaller_windows() -> None:
+    from proxy.context.limits import ModelLimits
+
+    limits = ModelLimits()
+    message = "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."
+    assert limits.learn("m", message, 128000) and limits.window("m", 128000) == 4096
+    assert not limits.learn("m", message, 128000), "already known"
+    assert not limits.learn("other", "This model's maximum context length is 9000 tokens.", 8000)
+    assert not limits.learn("other", "Rate limit reached", 8000)
+    assert limits.window("other", 8000) == 8000
