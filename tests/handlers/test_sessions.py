@@ -22,6 +22,16 @@ def roles(messages: list[dict[str, Any]]) -> list[str]:
     return [m["role"] for m in messages]
 
 
+async def full_history_conversation(client: openai.AsyncOpenAI, questions: list[str]) -> list[dict[str, Any]]:
+    """A full-history client asking `questions` in turn; returns the conversation it holds."""
+    history: list[dict[str, Any]] = [SYSTEM]
+    for question in questions:
+        history.append({"role": "user", "content": question})
+        answer = await client.chat.completions.create(model="gpt-4o-mini", messages=history)
+        history.append({"role": "assistant", "content": answer.choices[0].message.content})
+    return history
+
+
 async def session_json(proxy: Proxy, session: str, key: str = "sk-test", suffix: str = "") -> tuple[int, Any]:
     async with aiohttp.ClientSession() as http:
         async with http.get(
@@ -43,11 +53,7 @@ async def test_delta_client_turns_reach_upstream_as_one_conversation(proxy: Prox
 
 async def test_full_history_client_is_not_duplicated(proxy: Proxy) -> None:
     client = proxy.client(default_headers={"X-Session-Id": "full-1"})
-    history: list[dict[str, Any]] = [SYSTEM]
-    for n in range(5):
-        history.append({"role": "user", "content": f"q{n}"})
-        answer = await client.chat.completions.create(model="gpt-4o-mini", messages=history)
-        history.append({"role": "assistant", "content": answer.choices[0].message.content})
+    history = await full_history_conversation(client, [f"q{n}" for n in range(5)])
     assert proxy.fake.chats[-1]["messages"] == history[:-1]
     status, body = await session_json(proxy, "full-1")
     assert status == 200 and len(body["turns"]) == 5
@@ -178,11 +184,7 @@ async def test_client_disconnect_mid_stream_marks_turn_interrupted(proxy: Proxy)
 
 async def test_edited_message_starts_a_branch_and_old_path_stays(proxy: Proxy) -> None:
     client = proxy.client(default_headers={"X-Session-Id": "branchy"})
-    history: list[dict[str, Any]] = [SYSTEM]
-    for text in ("first", "second", "third"):
-        history.append({"role": "user", "content": text})
-        answer = await client.chat.completions.create(model="gpt-4o-mini", messages=history)
-        history.append({"role": "assistant", "content": answer.choices[0].message.content})
+    history = await full_history_conversation(client, ["first", "second", "third"])
     edited = history[:3] + [{"role": "user", "content": "second, edited"}]
     await client.chat.completions.create(model="gpt-4o-mini", messages=edited)
     assert proxy.fake.chats[-1]["messages"] == edited
@@ -280,11 +282,7 @@ async def test_without_the_path_cache_every_load_is_whole(
 
 async def test_editing_far_back_in_a_long_full_history_conversation_branches_there(proxy: Proxy) -> None:
     client = proxy.client(default_headers={"X-Session-Id": "long-edit"})
-    history: list[dict[str, Any]] = [SYSTEM]
-    for n in range(40):
-        history.append({"role": "user", "content": f"q{n}"})
-        answer = await client.chat.completions.create(model="gpt-4o-mini", messages=history)
-        history.append({"role": "assistant", "content": answer.choices[0].message.content})
+    history = await full_history_conversation(client, [f"q{n}" for n in range(40)])
     edited = [
         *history[:3],
         {"role": "user", "content": "q1, edited"},
