@@ -32,11 +32,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="config file (default: $CONTEXT_PROXY_CONFIG, else ./config.yaml)")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the proxy")
-    serve.add_argument("--config", dest="serve_config", help=argparse.SUPPRESS)
+    serve.add_argument("--config", dest="sub_config", help=argparse.SUPPRESS)
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     sessions = commands.add_parser("sessions", help="inspect or delete stored sessions")
+    sessions.add_argument("--config", dest="sub_config", help=argparse.SUPPRESS)
     actions = sessions.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="every session, most recently used first")
     for name, text in (
@@ -58,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = getattr(args, "log_level", "info").upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
-        settings = load_settings(getattr(args, "serve_config", None) or args.config)
+        settings = load_settings(args.sub_config or args.config)
         if args.command == "serve":
             return _serve(with_overrides(settings, host=args.host, port=args.port))
         return asyncio.run(_sessions(settings, args))
