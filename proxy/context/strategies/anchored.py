@@ -9,16 +9,15 @@ from __future__ import annotations
 from proxy.context.strategies.base import CompactionInput, CompactionResult
 from proxy.context.strategies.prompts import ANCHOR_PREFIX, anchor_request
 from proxy.context.strategies.summarize import Summarize
-from proxy.context.strategies.summarizing import evicted_messages, summarize_span
+from proxy.context.strategies.summarizing import summarize_span
 
 
 class Anchored(Summarize):
     name = "anchored"
 
     async def compact(self, data: CompactionInput) -> CompactionResult:
-        cut = self.cut(data)
-        request = anchor_request(evicted_messages(data, cut), data.history.window.anchor)
         return await summarize_span(
-            data, strategy=self.name, cut=cut, request=request, prefix=ANCHOR_PREFIX,
+            data, strategy=self.name, cut=self.cut(data), build_request=anchor_request,
+            carried=data.history.window.anchor, prefix=ANCHOR_PREFIX,
             min_shrink_ratio=0.0, validator=self.validator, anchored=True,
         )  # fmt: skip

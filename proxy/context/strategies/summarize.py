@@ -12,7 +12,7 @@ from proxy.context.compose import History
 from proxy.context.strategies.base import CompactionInput, CompactionResult, Validator
 from proxy.context.strategies.prompts import SUMMARY_PREFIX, summarize_request
 from proxy.context.strategies.split import split_ratio, split_recent
-from proxy.context.strategies.summarizing import evicted_messages, previous_summary, summarize_span
+from proxy.context.strategies.summarizing import previous_summary, summarize_span
 
 
 def fixed_tokens(data: CompactionInput) -> int:
@@ -49,9 +49,8 @@ class Summarize:
         return split_ratio(units, keep_budget)
 
     async def compact(self, data: CompactionInput) -> CompactionResult:
-        cut = self.cut(data)
-        request = summarize_request(evicted_messages(data, cut), previous_summary(data))
         return await summarize_span(
-            data, strategy=self.name, cut=cut, request=request, prefix=SUMMARY_PREFIX,
+            data, strategy=self.name, cut=self.cut(data), build_request=summarize_request,
+            carried=previous_summary(data), prefix=SUMMARY_PREFIX,
             min_shrink_ratio=self.min_shrink_ratio, validator=self.validator,
         )  # fmt: skip

@@ -13,7 +13,7 @@ from proxy.context.budget import Budget
 from proxy.context.compose import History
 from proxy.context.strategies.base import CompactionInput, CompactionResult, Validator
 from proxy.context.strategies.prompts import TURNS_PREFIX, summarize_request
-from proxy.context.strategies.summarizing import evicted_messages, previous_summary, summarize_span
+from proxy.context.strategies.summarizing import previous_summary, summarize_span
 
 
 def boundary_for(total: int, *, keep_recent: int, compact_after: int) -> int:
@@ -44,9 +44,8 @@ class Turns:
         return self._cut(history) > 0
 
     async def compact(self, data: CompactionInput) -> CompactionResult:
-        cut = self._cut(data.history)
-        request = summarize_request(evicted_messages(data, cut), previous_summary(data))
         return await summarize_span(
-            data, strategy=self.name, cut=cut, request=request, prefix=TURNS_PREFIX,
+            data, strategy=self.name, cut=self._cut(data.history), build_request=summarize_request,
+            carried=previous_summary(data), prefix=TURNS_PREFIX,
             min_shrink_ratio=self.min_shrink_ratio, validator=self.validator,
         )  # fmt: skip

@@ -6,6 +6,7 @@ from proxy.context.compose import build_history
 from proxy.context.strategies import Summarize
 from proxy.context.strategies.prompts import SUMMARY_SECTIONS, clean_summary, flatten
 from proxy.context.strategies.split import split_ratio, split_recent
+from proxy.context.strategies.summarizing import chunks
 from proxy.context.window import Window
 from tests.context.factories import FakeSummarizer, budget, compaction_input, history, turn
 
@@ -88,3 +89,20 @@ def test_tool_traffic_is_role_flattened() -> None:
 def test_clean_summary_strips_the_scratchpad() -> None:
     assert clean_summary("<analysis>think</analysis>\n<summary>\nbody\n</summary>") == "body"
     assert clean_summary("untagged answer") == "untagged answer"
+
+
+def test_chunks_stay_within_the_limit() -> None:
+    messages = [{"role": "user", "content": "x" * n} for n in (40, 40, 40, 200, 10)]
+    parts = chunks(messages, 100, lambda text: len(text))
+    assert [len(p) for p in parts] == [2, 1, 1, 1]
+    assert [m for p in parts for m in p] == messages
+
+
+async def test_a_span_too_large_for_one_request_is_folded_in_parts() -> None:
+    h = build_history(Window(), [turn(i, f"u{i} " + "word " * 60) for i in range(8)])
+    summarizer = FakeSummarizer()
+    data = compaction_input(h, budget(window=400, trigger=300), summarizer)
+    result = await make("recent-turns").compact(data)
+    assert len(summarizer.calls) > 1, "the span went in parts"
+    assert "short" in summarizer.calls[1][1]["content"], "each part is folded into the summary so far"
+    assert result.changed and len(result.kept) == 1
