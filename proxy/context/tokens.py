@@ -55,6 +55,7 @@ class TokenCounter:
         self._loading: dict[str, asyncio.Future[Encoder]] = {}
         self._ratios: dict[str, float] = {}
         self._by_model: dict[str, Encoder] = {}
+        self._native: dict[str, bool] = {}
 
     async def encoder_for(self, model: str) -> Encoder:
         """The model's encoder, or the offline fallback if it cannot be loaded."""
@@ -83,6 +84,7 @@ class TokenCounter:
     def _remember(self, model: str, encoder: Encoder) -> None:
         if len(self._by_model) < _MAX_MODELS:
             self._by_model[model] = encoder
+            self._native[model] = self.is_native(model, encoder)
 
     def _load(self, name: str) -> Encoder:
         try:
@@ -107,7 +109,8 @@ class TokenCounter:
 
     def calibration(self, model: str, encoder: Encoder) -> float:
         """reported / local for a model counted with a tokenizer not its own; 1.0 otherwise."""
-        if self.is_native(model, encoder):
+        native = self._native.get(model)
+        if native if native is not None else self.is_native(model, encoder):
             return 1.0
         return self._ratios.get(model, 1.0)
 

@@ -14,7 +14,7 @@ from proxy.context.compose import History, build_history, extend_history
 from proxy.context.janitor import Breaker
 from proxy.context.window import Window
 from proxy.sessions import Identity, Reconciled, Turn, digest, needs_full_query, prefix_query, reconcile
-from proxy.store import LoadedSession, SessionKeys, Store
+from proxy.store import SessionKeys, Store
 from proxy.types import JSONObject, Message
 
 
@@ -44,15 +44,18 @@ async def load_conversation(
         offset, prefixes = prefix_query(digests.chain, messages, recent_only=False)
         loaded = await store.load_context(keys, offset, prefixes, known=known, known_window=known_window)
     turns = [Turn.from_record(seq, record) for seq, record in loaded.turns]
+    new_conversation = identity.derived and not loaded.found  # it starts from the root
     if cached is not None and loaded.extends:
         stored_window, applies = cached.stored_window, cached.applies
-        history = extend_history(cached.history, turns)
     else:
         stored_window, applies = Window.from_json(loaded.window), loaded.window_applies
-        history = build_history(_window_for_path(stored_window, applies), turns)
-    if identity.derived and not loaded.found:
+    if new_conversation:
         history = build_history(_window_for_path(stored_window, False), [])
-    elif loaded.parent >= 0:
+    elif cached is not None and loaded.extends:
+        history = extend_history(cached.history, turns)
+    else:
+        history = build_history(_window_for_path(stored_window, applies), turns)
+    if loaded.parent >= 0 and not new_conversation:
         cache.put(cache_key, CachedPath(loaded.parent, loaded.window_id, stored_window, applies, history, digests))
     reconciled = reconcile(
         messages, digests.hashes, loaded, derived=identity.derived, session_leading=history.leading_hashes()
@@ -74,5 +77,3 @@ def _window_for_path(stored: Window, applies: bool) -> Window:
         return stored
     return Window(current=stored.current, first=stored.first, previous=stored.previous)
 
-
-__all__ = ["Conversation", "LoadedSession", "load_conversation"]

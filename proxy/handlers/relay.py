@@ -2,7 +2,8 @@
 
 Both paths produce an `Outcome` (the status the turn is journaled with, the assembled
 assistant message and the usage): `relay_json` returns it with the response to send,
-`StreamRelay` hands it to its `before_end` callback before the stream's final event. Upstream error answers are relayed unchanged (their
+`StreamRelay` hands it to its `before_end` callback before the stream's final event.
+Upstream error answers are relayed unchanged (their
 status, headers and body) and make the turn `failed`. A client that goes away
 cancels the upstream request and makes the turn `interrupted`.
 
