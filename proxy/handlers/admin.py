@@ -33,7 +33,7 @@ async def show_context(request: web.Request) -> web.Response:
     """Exactly the messages the next request would send before its new input."""
     identity = _identity(request)
     keys = SessionKeys(identity.tenant, identity.session)
-    if await request.app[STORE].read_session(keys) is None:
+    if not await request.app[STORE].session_exists(keys):
         raise NotFound(f"no session {identity.session!r} for this API key")
     conversation = await load_conversation(request.app[STORE], request.app[PATHS], identity, [])
     messages = compose_messages(conversation.history, [])

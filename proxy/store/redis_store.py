@@ -241,6 +241,10 @@ class Store:
             events=[orjson.loads(e) for e in events],
         )
 
+    async def session_exists(self, keys: SessionKeys) -> bool:
+        with _mapped():
+            return bool(await self._redis.exists(keys.meta))
+
     async def delete_session(self, keys: SessionKeys) -> bool:
         with _mapped():
             async with self._redis.pipeline(transaction=True) as pipe:
