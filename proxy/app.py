@@ -2,53 +2,57 @@
 
 `create_app(settings)` does nothing at import time and is what both `serve` and the
 tests call. Resources start in registration order and stop in reverse: the
-(embedded) Redis server and its client, then the upstream session, then the
-background compaction runner.
+(embedded) Redis server and its client, then the upstream session, then the turn
+service with its background compaction jobs. Shutdown drains the journal writes still
+running before the store closes.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from proxy.compaction import BackgroundJobs
+from proxy.compaction.strategies import StrategyRegistry
 from proxy.config import Settings
 from proxy.context.cache import PathCache
 from proxy.context.limits import ModelLimits
-from proxy.context.runner import CompactionRunner
-from proxy.context.strategies import StrategyRegistry
 from proxy.context.tokens import TokenCounter
-from proxy.handlers import admin, chat, health, passthrough
-from proxy.handlers.errors import error_middleware
-from proxy.keys import EMBEDDED, LIMITS, METRICS, PATHS, RUNNER, SETTINGS, STORE, STRATEGIES, TOKENS, UPSTREAM, WRITES
+from proxy.events import EventBus, log_event
+from proxy.handlers import chat, health, passthrough, sessions
+from proxy.handlers.middleware import error_middleware, metrics_middleware
+from proxy.keys import EMBEDDED, METRICS, SESSIONS, SETTINGS, STORE, TURNS, UPSTREAM
 from proxy.metrics import Metrics
-from proxy.pending import PendingWrites
 from proxy.store import EmbeddedRedis, Store
+from proxy.turn import PendingWrites, SessionAPI, TurnDeps, TurnService
 from proxy.upstream import UpstreamClient
 
-log = logging.getLogger("context_proxy")
+CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 
 
-async def _redis_ctx(app: web.Application) -> AsyncIterator[None]:
-    settings = app[SETTINGS]
-    url = settings.redis.url
-    embedded: EmbeddedRedis | None = None
-    if url == "embedded":
-        embedded = EmbeddedRedis(settings.redis.data_dir)
-        url = await embedded.start()
-        app[EMBEDDED] = embedded
-    try:
-        app[STORE] = await Store.connect(url)
-    except BaseException:
+def _redis_ctx(writes: PendingWrites) -> CleanupContext:
+    async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
+        settings = app[SETTINGS]
+        url = settings.redis.url
+        embedded: EmbeddedRedis | None = None
+        if url == "embedded":
+            embedded = EmbeddedRedis(settings.redis.data_dir)
+            url = await embedded.start()
+            app[EMBEDDED] = embedded
+        try:
+            app[STORE] = await Store.connect(url)
+        except BaseException:
+            if embedded is not None:
+                await embedded.stop()
+            raise
+        yield
+        await writes.drain(settings.server.shutdown_timeout_s)
+        await app[STORE].close()
         if embedded is not None:
             await embedded.stop()
-        raise
-    yield
-    await app[WRITES].drain(settings.server.shutdown_timeout_s)
-    await app[STORE].close()
-    if embedded is not None:
-        await embedded.stop()
+
+    return redis_ctx
 
 
 async def _upstream_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -64,37 +68,52 @@ async def _upstream_ctx(app: web.Application) -> AsyncIterator[None]:
     await app[UPSTREAM].close()
 
 
-async def _runner_ctx(app: web.Application) -> AsyncIterator[None]:
-    runner = CompactionRunner()
-    app[RUNNER] = runner
-    yield
-    await runner.close()
+def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry) -> CleanupContext:
+    """The turn service, once the store and the upstream client exist."""
+
+    async def turns_ctx(app: web.Application) -> AsyncIterator[None]:
+        settings = app[SETTINGS]
+        overrides = {name: m.encoding for name, m in settings.context.models.items() if m.encoding}
+        deps = TurnDeps(
+            settings=settings,
+            store=app[STORE],
+            upstream=app[UPSTREAM],
+            tokens=TokenCounter(overrides),
+            strategies=strategies,
+            paths=PathCache(settings.server.cache_messages),
+            limits=ModelLimits(),
+            writes=writes,
+            jobs=BackgroundJobs(),
+            events=EventBus([log_event, app[METRICS].observe]),
+        )
+        app[TURNS] = TurnService(deps)
+        app[SESSIONS] = SessionAPI(deps.store, deps.paths, deps.tokens)
+        yield
+        await deps.jobs.close()
+
+    return turns_ctx
 
 
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         client_max_size=int(settings.server.max_body_mb * 1024 * 1024),
-        middlewares=[error_middleware],
+        middlewares=[metrics_middleware, error_middleware],
     )
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
-    overrides = {name: m.encoding for name, m in settings.context.models.items() if m.encoding}
-    app[TOKENS] = TokenCounter(overrides)
-    app[PATHS] = PathCache(settings.server.cache_messages)
-    app[WRITES] = PendingWrites()
-    app[LIMITS] = ModelLimits()
-    app[STRATEGIES] = StrategyRegistry.from_settings(settings.context)
-    app.cleanup_ctx.extend([_redis_ctx, _upstream_ctx, _runner_ctx])
+    strategies = StrategyRegistry.from_settings(settings.context)  # a bad validator path fails here
+    writes = PendingWrites()
+    app.cleanup_ctx.extend([_redis_ctx(writes), _upstream_ctx, _turns_ctx(writes, strategies)])
 
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
     app.router.add_get("/metrics", health.metrics)
     app.router.add_post("/v1/chat/completions", chat.chat_completions)
     app.router.add_post("/s/{session}/v1/chat/completions", chat.chat_completions)
-    app.router.add_get("/v1/sessions/{id}", admin.show_session)
-    app.router.add_get("/v1/sessions/{id}/context", admin.show_context)
-    app.router.add_get("/v1/sessions/{id}/archive/{archive}", admin.show_archive)
-    app.router.add_delete("/v1/sessions/{id}", admin.delete_session)
+    app.router.add_get("/v1/sessions/{id}", sessions.show_session)
+    app.router.add_get("/v1/sessions/{id}/context", sessions.show_context)
+    app.router.add_get("/v1/sessions/{id}/archive/{archive}", sessions.show_archive)
+    app.router.add_delete("/v1/sessions/{id}", sessions.delete_session)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough.passthrough)
     app.router.add_route("*", "/s/{session}/v1/{tail:.*}", passthrough.passthrough)
     return app

@@ -10,6 +10,8 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
+from proxy.events import CompactionFailed, CompactionLanded, CompactionStale, Event, UpstreamAnswered
+
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 Labels = tuple[tuple[str, str], ...]
@@ -52,6 +54,18 @@ class Metrics:
 
     def compaction(self, strategy: str, outcome: str) -> None:
         self.compactions[(("strategy", strategy), ("outcome", outcome))] += 1
+
+    def observe(self, event: Event) -> None:
+        """The metrics' view of a turn's events."""
+        match event:
+            case CompactionLanded():
+                self.compaction(event.strategy, "landed")
+            case CompactionStale():
+                self.compaction(event.strategy, "stale")
+            case CompactionFailed():
+                self.compaction(event.strategy, "failed")
+            case UpstreamAnswered():
+                self.upstream_done(event.path, event.seconds)
 
     def render(self) -> str:
         lines = [

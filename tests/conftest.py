@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestServer
 
 from proxy.app import create_app
 from proxy.config import ContextSettings, ModelSettings, Settings, settings_from_mapping
-from proxy.keys import RUNNER
+from proxy.keys import TURNS
 from proxy.store import EmbeddedRedis
 from tests.fake_upstream import FakeOpenAI
 
@@ -72,7 +72,7 @@ class Proxy:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **kwargs)
 
     async def idle(self) -> None:
-        await self.app[RUNNER].idle()
+        await self.app[TURNS].deps.jobs.idle()
 
 
 ProxyFactory = Callable[..., Awaitable[Proxy]]

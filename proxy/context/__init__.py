@@ -1,3 +1,3 @@
-"""Context composition: tokens, budget, windows, strategies; pure, no Redis or HTTP."""
+"""Context composition, pure (no Redis or HTTP): tokens, budget, windows, validity, compose."""
 
 __all__: list[str] = []

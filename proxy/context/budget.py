@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.errors import BudgetExceeded
 from proxy.types import JSONObject
+
+
+class ContextTooLarge(Exception):
+    """Even a compacted context cannot fit the model's window (the HTTP edge answers 400
+    `context_length_exceeded`)."""
 
 
 @dataclass(frozen=True)
@@ -30,11 +34,10 @@ class Budget:
     def require_fit(self, tokens: int) -> None:
         if not self.fits(tokens):
             over = tokens + self.reserve - self.context_window
-            raise BudgetExceeded(
+            raise ContextTooLarge(
                 f"This model's maximum context length is {self.context_window} tokens. However, even after "
                 f"compaction the messages need {tokens} tokens and {self.reserve} are reserved for the output "
-                f"and the request overhead: {over} tokens too many. Shorten the new input or lower max_tokens.",
-                param="messages",
+                f"and the request overhead: {over} tokens too many. Shorten the new input or lower max_tokens."
             )
 
 

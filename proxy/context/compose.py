@@ -18,7 +18,7 @@ from itertools import chain
 
 import orjson
 
-from proxy.context.history import CONTINUATION, ensure_valid_history, pair_tool_calls
+from proxy.context.validity import CONTINUATION, ensure_valid_history, pair_tool_calls
 from proxy.context.window import Window
 from proxy.sessions import Turn, leading_count, message_hash, wire
 from proxy.sessions.messages import LEADING_ROLES
@@ -204,7 +204,7 @@ def group_units(turns: Sequence[Turn]) -> list[Unit]:
     open_calls = False
     for turn in turns:
         first_role = turn.input[0].get("role") if turn.input else None
-        if not units or (first_role in ("user", "system", "developer") and not open_calls):
+        if not units or ((first_role == "user" or first_role in LEADING_ROLES) and not open_calls):
             units.append([turn])
         else:
             units[-1].append(turn)

@@ -8,10 +8,7 @@ model, so the next attempt, and every later request, compacts to fit it.
 
 from __future__ import annotations
 
-import logging
 import re
-
-log = logging.getLogger("context_proxy.limits")
 
 _MAXIMUM = re.compile(r"maximum context length is (\d+) tokens")
 _MAX_MODELS = 1024
@@ -24,16 +21,16 @@ class ModelLimits:
     def window(self, model: str, configured: int) -> int:
         return min(configured, self._learned.get(model, configured))
 
-    def learn(self, model: str, message: str, configured: int) -> bool:
-        """Remember the window a refusal names; True when it is smaller than the one in use."""
+    def learn(self, model: str, message: str, configured: int) -> int | None:
+        """Remember the window a refusal names; that window when it is smaller than the one
+        in use, else None."""
         match = _MAXIMUM.search(message)
         if match is None:
-            return False
+            return None
         window = int(match.group(1))
         if window <= 0 or window >= self.window(model, configured):
-            return False
+            return None
         if model not in self._learned and len(self._learned) >= _MAX_MODELS:
-            return False
+            return None
         self._learned[model] = window
-        log.warning("model %s refused a prompt: its window is %d tokens, not %d; using that", model, window, configured)
-        return True
+        return window

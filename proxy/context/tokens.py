@@ -125,8 +125,14 @@ class TokenCounter:
 def _lean(encoding: Any) -> Encoder:
     """Drop the Python copy of the BPE ranks (about 15 MB): encoding uses the Rust core's own.
 
-    Only `encode_ordinary` is ever called on it."""
-    encoding._mergeable_ranks = {}
+    tiktoken has no public way to do this; `_mergeable_ranks` is private, read only by
+    `decode_single_token_bytes` and friends, which the proxy never calls (only
+    `encode_ordinary`). `tests/context/test_tokens.py` pins the assumption, so a tiktoken
+    that changes it fails the suite; at run time such a version is left whole (it costs
+    memory, not correctness).
+    """
+    if isinstance(getattr(encoding, "_mergeable_ranks", None), dict):
+        encoding._mergeable_ranks = {}
     lean: Encoder = encoding
     return lean
 

@@ -16,6 +16,13 @@ from typing import Any
 from proxy.types import JSONObject, Message
 
 FIRST_WINDOW = "win_0"
+"""The id of every session's first window; `win_N` is the lineage's (N+1)th."""
+ARCHIVE_PREFIX = "context://archive/"
+
+
+def archive_uri(archive_id: str) -> str:
+    """How a summary cites an evicted span (its archive id is the window that evicted it)."""
+    return ARCHIVE_PREFIX + archive_id
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,9 @@ class Window:
     leading_hashes: tuple[str, ...] = ()
     pinned: tuple[Message, ...] = ()
     pinned_tokens: tuple[int, ...] = ()
-    evicted_turns: int = 0
+    evicted_units: int = 0
+    """How many units (a user message and all that answers it) have left across the lineage;
+    the `turns` strategy counts in these."""
 
     @property
     def next_id(self) -> str:
@@ -58,7 +67,7 @@ class Window:
             "leading_hashes": list(self.leading_hashes),
             "pinned": list(self.pinned),
             "pinned_tokens": list(self.pinned_tokens),
-            "evicted_turns": self.evicted_turns,
+            "evicted_units": self.evicted_units,
         }
 
     @classmethod
@@ -78,5 +87,5 @@ class Window:
             leading_hashes=tuple(data.get("leading_hashes", ())),
             pinned=tuple(data.get("pinned", ())),
             pinned_tokens=tuple(data.get("pinned_tokens", ())),
-            evicted_turns=int(data.get("evicted_turns", 0)),
+            evicted_units=int(data.get("evicted_units") or data.get("evicted_turns") or 0),
         )

@@ -1,3 +1,3 @@
-"""HTTP handlers: the chat path, pass-through, the session API, health."""
+"""HTTP adapters only: parse the request, call a service (`proxy.turn`), write the response."""
 
 __all__: list[str] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.keys import SETTINGS, UPSTREAM
+from proxy.turn.relay import start_stream
 from proxy.upstream import UpstreamResponse
 
 
@@ -29,7 +30,7 @@ async def relay_raw(request: web.Request, answer: UpstreamResponse) -> web.Strea
     if answer.content_length is not None:
         response.content_length = answer.content_length
     try:
-        await response.prepare(request)
+        await start_stream(request, response)
         async for chunk in answer.iter_chunks():
             await response.write(chunk)
         await response.write_eof()

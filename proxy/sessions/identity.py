@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from proxy.errors import BadRequest
-from proxy.sessions.messages import message_hash
+from proxy.sessions.messages import LEADING_ROLES, message_hash
 from proxy.types import Message
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
@@ -52,7 +52,7 @@ def derive_session(tenant: str, messages: list[Message]) -> str:
     digest = hashlib.sha256(tenant.encode())
     for message in messages:
         digest.update(message_hash(message).encode())
-        if message.get("role") not in ("system", "developer"):
+        if message.get("role") not in LEADING_ROLES:
             break
     return DERIVED_PREFIX + digest.hexdigest()[:32]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from proxy.context.window import FIRST_WINDOW
 from proxy.store import SessionDump
 from proxy.types import JSONObject
 
@@ -37,12 +38,12 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
         }
         for t in dump.turns
     ]
-    windows: list[dict[str, Any]] = [{"id": "win_0", "evicted_turns": [], "summary": None}]
+    windows: list[dict[str, Any]] = [{"id": FIRST_WINDOW, "evicted_turns": [], "summary": None}]
     for event in dump.events:
         if event.get("type") == "compaction":
             windows.append({k: event.get(k) for k in ("strategy", "evicted_turns", "summary", "archive", "created")})
             windows[-1]["id"] = event.get("window")
-    current = windows[-1]["id"] if windows else "win_0"
+    current = windows[-1]["id"] if windows else FIRST_WINDOW
     return {
         "id": session,
         "object": "session",
@@ -52,7 +53,11 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
         "turns": turns,
         "branches": branches,
         "windows": windows,
-        "window": {"current": current, "previous": windows[-2]["id"] if len(windows) > 1 else None, "first": "win_0"},
+        "window": {
+            "current": current,
+            "previous": windows[-2]["id"] if len(windows) > 1 else None,
+            "first": FIRST_WINDOW,
+        },
         "events": dump.events,
         "totals": {
             "turns": len(dump.turns),

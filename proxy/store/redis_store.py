@@ -189,8 +189,10 @@ class Store:
         archive_id: str,
         span: list[Any],
         ttl_s: int,
+        on_path_seq: int | None = None,
     ) -> bool:
-        """Land a compaction if the window is still `expected_window`; False if another landed first."""
+        """Land a compaction if the window is still `expected_window` (and `on_path_seq`, if
+        given, is on the head's path); False if it is stale."""
         args: list[bytes | str | int] = [
             expected_window,
             orjson.dumps(window),
@@ -199,6 +201,7 @@ class Store:
             archive_id,
             orjson.dumps(span),
             ttl_s,
+            "" if on_path_seq is None else on_path_seq,
         ]
         with _mapped():
             landed = await self._save_window(keys=keys.all(), args=args)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from proxy.compaction.strategies import CompactionInput, Summary
+from proxy.compaction.strategies.split import SpanCut
 from proxy.context.budget import Budget
 from proxy.context.compose import History, build_history
-from proxy.context.strategies import CompactionInput, Summary
 from proxy.context.window import Window
 from proxy.sessions import Turn
 
@@ -24,6 +25,20 @@ def history(n: int, *, system: bool = True, window: Window | None = None) -> His
     lead = ({"role": "system", "content": "sys"},) if system else ()
     turns = [turn(0, "u0", "a0", lead=lead)] + [turn(i, f"u{i}", f"a{i}") for i in range(1, n)]
     return build_history(window or Window(), turns)
+
+
+def summarizing(
+    cls: type[Any],
+    *,
+    split: str = "recent-turns",
+    preserve_ratio: float = 0.8,
+    preserve_recent: int = 1,
+    min_shrink_ratio: float = 0.5,
+    validator: Any = None,
+) -> Any:
+    """A `Summarize` or `Anchored` built as the registry builds it."""
+    cut = SpanCut(split, preserve_ratio, preserve_recent)
+    return cls(cut=cut, min_shrink_ratio=min_shrink_ratio, validator=validator)
 
 
 def budget(window: int = 1000, trigger: int = 700, reserve: int = 0) -> Budget:

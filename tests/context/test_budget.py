@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.context.budget import effective_tokens, make_budget
-from proxy.errors import BudgetExceeded
+from proxy.context.budget import ContextTooLarge, effective_tokens, make_budget
 
 
 def test_trigger_and_reserve() -> None:
     budget = make_budget(context_window=1000, trigger_ratio=0.7, max_output_tokens=100, overhead=3)
     assert (budget.trigger, budget.reserve) == (700, 103)
     assert budget.fits(897) and not budget.fits(898)
-    with pytest.raises(BudgetExceeded, match="1 tokens too many"):
+    with pytest.raises(ContextTooLarge, match="1 tokens too many"):
         budget.require_fit(898)
 
 

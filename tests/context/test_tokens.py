@@ -44,3 +44,22 @@ async def test_chat_formula_counts_names_tool_calls_and_tools() -> None:
     assert count_message(encoder, call) > 3
     assert request_overhead(encoder, None) == 3
     assert request_overhead(encoder, [{"type": "function", "function": {"name": "f"}}]) > 13
+
+
+def test_the_lean_encoding_rests_on_a_private_field_that_this_tiktoken_still_has() -> None:
+    """`_lean` drops `Encoding._mergeable_ranks`: if tiktoken renames or starts using it
+    for encoding, this fails loudly instead of the proxy silently keeping 15 MB or
+    counting wrong."""
+    import tiktoken
+
+    from proxy.context.tokens import _lean
+
+    def fresh() -> tiktoken.Encoding:  # get_encoding() hands out one shared, maybe already lean, copy
+        return tiktoken.Encoding(**tiktoken.registry.ENCODING_CONSTRUCTORS[FALLBACK_ENCODING]())  # type: ignore[index]
+
+    whole = fresh()
+    assert isinstance(whole._mergeable_ranks, dict) and len(whole._mergeable_ranks) > 50_000
+    lean = _lean(fresh())
+    assert lean._mergeable_ranks == {}  # type: ignore[attr-defined]
+    text = "Pinned: tiktoken's private ranks, 12 345 tokens — ünïcödé, code `x = f(y)`\n" * 20
+    assert lean.encode_ordinary(text) == whole.encode_ordinary(text)

@@ -90,14 +90,16 @@ async def test_sync_streaming(proxy: Proxy) -> None:
 async def test_upstream_errors_reach_client_unchanged(
     proxy: Proxy, trigger: str, status: int, error_class: type
 ) -> None:
-    async with aiohttp.ClientSession() as http:
-        async with http.post(
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
             proxy.url + "/v1/chat/completions",
             json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": trigger}]},
             headers={"Authorization": "Bearer sk-x"},
-        ) as response:
-            assert response.status == status
-            body = await response.json()
+        ) as response,
+    ):
+        assert response.status == status
+        body = await response.json()
     assert body["error"]["message"] in (
         "Rate limit reached for requests",
         "The server had an error while processing your request.",
@@ -132,12 +134,12 @@ async def test_streamed_upstream_error_reaches_client(proxy: Proxy) -> None:
     ],
 )
 async def test_bad_input_gets_openai_shaped_400(proxy: Proxy, body: bytes, param: str | None) -> None:
-    async with aiohttp.ClientSession() as http:
-        async with http.post(
-            proxy.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
-        ) as r:
-            assert r.status == 400
-            error = (await r.json())["error"]
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(proxy.url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}) as r,
+    ):
+        assert r.status == 400
+        error = (await r.json())["error"]
     assert error["type"] == "invalid_request_error"
     assert error["param"] == param
     assert error["message"]

@@ -29,17 +29,15 @@ async def test_readyz_follows_redis(start_proxy: ProxyFactory, fake: FakeOpenAI,
         await proxy.client().chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
     assert info.value.status_code == 503 and info.value.body["code"] == "store_unavailable"  # type: ignore[index]
     await server.start()
-    async with aiohttp.ClientSession() as http:
-        async with http.get(proxy.url + "/readyz") as r:
-            assert r.status == 200
+    async with aiohttp.ClientSession() as http, http.get(proxy.url + "/readyz") as r:
+        assert r.status == 200
     await server.stop()
 
 
 async def test_metrics_count_requests_by_route_model_status(proxy: Proxy) -> None:
     await proxy.client().chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "m"}])
-    async with aiohttp.ClientSession() as http:
-        async with http.get(proxy.url + "/metrics") as r:
-            text = await r.text()
+    async with aiohttp.ClientSession() as http, http.get(proxy.url + "/metrics") as r:
+        text = await r.text()
     assert 'context_proxy_requests_total{route="/v1/chat/completions",model="gpt-4o-mini",status="200"} 1' in text
     assert 'context_proxy_request_seconds_bucket{route="/v1/chat/completions",le="+Inf"} 1' in text
     assert "context_proxy_upstream_seconds_count" in text
@@ -47,10 +45,9 @@ async def test_metrics_count_requests_by_route_model_status(proxy: Proxy) -> Non
 
 
 async def test_unknown_route_is_openai_shaped_404(proxy: Proxy) -> None:
-    async with aiohttp.ClientSession() as http:
-        async with http.get(proxy.url + "/nowhere") as r:
-            assert r.status == 404
-            assert (await r.json())["error"]["code"] == "not_found"
+    async with aiohttp.ClientSession() as http, http.get(proxy.url + "/nowhere") as r:
+        assert r.status == 404
+        assert (await r.json())["error"]["code"] == "not_found"
 
 
 async def test_a_turn_that_cannot_be_journaled_is_not_delivered_as_complete(

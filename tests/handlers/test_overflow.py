@@ -8,7 +8,7 @@ import aiohttp
 import openai
 import pytest
 
-from proxy.keys import STRATEGIES
+from proxy.keys import TURNS
 from tests.conftest import Proxy, ProxyFactory, make_settings, replace_context
 from tests.fake_upstream import FakeOpenAI
 from tests.handlers.test_sessions import session_json
@@ -201,7 +201,7 @@ async def test_per_model_and_per_request_strategies(start_proxy: ProxyFactory) -
     from proxy.config import settings_from_mapping
 
     proxy = await start_proxy(strategy="full")
-    registry = proxy.app[STRATEGIES]
+    registry = proxy.app[TURNS].deps.strategies
     assert registry.spec_for("tiny-model", None) == ("full",)
     assert registry.spec_for("x", "summarize, reset") == ("summarize", "reset")
     assert registry.spec_for("x", "off") is None

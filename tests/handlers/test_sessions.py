@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from proxy.app import create_app
-from proxy.keys import PATHS
+from proxy.keys import TURNS
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI
 
@@ -33,11 +33,11 @@ async def full_history_conversation(client: openai.AsyncOpenAI, questions: list[
 
 
 async def session_json(proxy: Proxy, session: str, key: str = "sk-test", suffix: str = "") -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as http:
-        async with http.get(
-            f"{proxy.url}/v1/sessions/{session}{suffix}", headers={"Authorization": f"Bearer {key}"}
-        ) as r:
-            return r.status, await r.json()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{proxy.url}/v1/sessions/{session}{suffix}", headers={"Authorization": f"Bearer {key}"}) as r,
+    ):
+        return r.status, await r.json()
 
 
 async def test_delta_client_turns_reach_upstream_as_one_conversation(proxy: Proxy) -> None:
@@ -251,11 +251,11 @@ async def test_replicas_share_sessions_and_caches_never_go_stale(start_proxy: Pr
     assert [m["content"] for m in first.fake.chats[-1]["messages"] if m["role"] == "user"] == [
         f"r{n}" for n in range(6)
     ]
-    async with aiohttp.ClientSession() as http:
-        async with http.delete(
-            second.url + "/v1/sessions/shared-replicas", headers={"Authorization": "Bearer sk-test"}
-        ) as r:
-            assert r.status == 200
+    async with (
+        aiohttp.ClientSession() as http,
+        http.delete(second.url + "/v1/sessions/shared-replicas", headers={"Authorization": "Bearer sk-test"}) as r,
+    ):
+        assert r.status == 200
     for n in range(7):  # the recreated session reaches the seq numbers the first replica has cached
         await b.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": f"new{n}"}])
     await a.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "last"}])
@@ -277,7 +277,7 @@ async def test_without_the_path_cache_every_load_is_whole(
             model="gpt-4o-mini", messages=[SYSTEM, {"role": "user", "content": f"q{n}"}]
         )
     assert roles(proxy.fake.chats[-1]["messages"]) == ["system"] + ["user", "assistant"] * 3 + ["user"]
-    assert len(proxy.app[PATHS]) == 0
+    assert len(proxy.app[TURNS].deps.paths) == 0
 
 
 async def test_editing_far_back_in_a_long_full_history_conversation_branches_there(proxy: Proxy) -> None:

@@ -1,0 +1,79 @@
+"""The runner (ContextChef's Janitor): decide whether to compact, run the strategy, gate it.
+
+Pure apart from awaiting the summarizer it is given: it reads the budget, holds the
+circuit breaker's verdict, runs the strategy, and returns what to send plus the
+compaction to land (the caller writes it, see `landing.py`). A failed compaction
+leaves the history unchanged; the request still goes out if it fits the hard window
+(else `ContextTooLarge`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from proxy.compaction.breaker import Breaker
+from proxy.compaction.strategies import (
+    CompactionInput,
+    CompactionResult,
+    Strategy,
+    StrategyError,
+    Summarizer,
+    is_background,
+)
+from proxy.context.budget import Budget, effective_tokens
+from proxy.context.compose import History
+from proxy.types import JSONObject
+
+
+@dataclass(frozen=True)
+class Fitted:
+    history: History
+    tokens: int
+    """Local count of the history that will be sent, without the new input."""
+    result: CompactionResult | None = None
+    failure: str | None = None
+    deferred: bool = False
+    skipped: str | None = None
+    seconds: float = 0.0
+    """How long the strategy ran (0 when it did not)."""
+
+
+async def fit(
+    history: History,
+    *,
+    new_tokens: int,
+    budget: Budget,
+    strategy: Strategy,
+    summarizer: Summarizer,
+    archive_uri: str,
+    count_text: Callable[[str], int],
+    breaker: Breaker,
+    usage: JSONObject | None,
+    preference: str,
+) -> Fitted:
+    local = history.total + new_tokens
+    size = effective_tokens(local, usage, window_id=history.window.current, preference=preference)
+    if not strategy.due(history, budget, size):
+        budget.require_fit(local)
+        return Fitted(history, history.total)
+    if breaker.is_open():
+        budget.require_fit(local)
+        return Fitted(history, history.total, skipped="circuit breaker open")
+    if is_background(strategy) and budget.fits(size):
+        return Fitted(history, history.total, deferred=True)
+    data = CompactionInput(history, budget, new_tokens, summarizer, archive_uri, count_text)
+    started = time.perf_counter()
+    try:
+        result = await strategy.compact(data)
+    except StrategyError as exc:
+        budget.require_fit(local)
+        return Fitted(history, history.total, failure=str(exc), seconds=time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    if not result.changed:
+        budget.require_fit(local)
+        return Fitted(history, history.total, skipped=result.reason, seconds=seconds)
+    compacted = result.history
+    budget.require_fit(compacted.total + new_tokens)
+    return Fitted(compacted, compacted.total, result=result, seconds=seconds)

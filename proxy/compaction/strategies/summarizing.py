@@ -1,0 +1,100 @@
+"""The part `summarize`, `anchored` and `turns` share: cut, ask, gate, build the window.
+
+A span too large for one compression request (over `CHUNK_SHARE` of the window) is
+compressed in parts, each folded into the summary of the parts before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from proxy.compaction.gates import check_summary, run_validator
+from proxy.compaction.prompts import clean_summary, flatten, summary_message
+from proxy.compaction.strategies.base import (
+    CompactionInput,
+    CompactionResult,
+    StrategyError,
+    Summary,
+    Validator,
+    lift_pinned,
+)
+from proxy.context.compose import Unit
+from proxy.types import Message
+
+CHUNK_SHARE = 0.6
+
+RequestBuilder = Callable[[list[Message], str | None], list[Message]]
+"""(span to compress, the summary or anchor so far) -> the compression request."""
+
+
+async def summarize_span(
+    data: CompactionInput,
+    *,
+    strategy: str,
+    cut: int,
+    build_request: RequestBuilder,
+    carried: str | None,
+    prefix: str,
+    min_shrink_ratio: float,
+    validator: Validator | None,
+    anchored: bool = False,
+) -> CompactionResult:
+    """Evict `units[:cut]`; the compression model folds them into `carried` (the previous
+    summary or anchor) and its answer stands in for them."""
+    units = data.history.units
+    if cut <= 0:
+        return CompactionResult.unchanged(strategy, data, "nothing to evict: every turn is kept")
+    evicted, kept = units[:cut], units[cut:]
+    evicted_messages = _messages(evicted)
+    limit = int(data.budget.context_window * CHUNK_SHARE)
+    body = carried
+    for chunk in chunks(evicted_messages, limit, data.count_text):
+        answer = await _ask(data, build_request(chunk, body))
+        body = clean_summary(answer.text)
+    body = body or ""
+    check_summary(body, evicted_messages, min_shrink_ratio=min_shrink_ratio, carried=carried)
+    await run_validator(validator, body, evicted_messages, _messages(kept))
+    message = summary_message(prefix, body, data.archive_uri)
+    window = lift_pinned(data.history.window, evicted)
+    window = window.advance(
+        boundary=evicted[-1].last_seq,
+        summary=message,
+        summary_tokens=data.count_text(message["content"]),
+        anchor=body if anchored else None,
+        evicted_units=window.evicted_units + len(evicted),
+    )
+    return CompactionResult(strategy, window, kept, evicted, changed=True, summary=replace(answer, text=body))
+
+
+async def _ask(data: CompactionInput, request: list[Message]) -> Summary:
+    try:
+        return await data.summarizer(request)
+    except StrategyError:
+        raise
+    except Exception as exc:  # the summarizer is I/O: any failure leaves history unchanged
+        raise StrategyError(f"the compression call failed: {exc.__class__.__name__}: {exc}") from exc
+
+
+def chunks(messages: list[Message], limit: int, count_text: Callable[[str], int]) -> list[list[Message]]:
+    """Consecutive parts whose transcripts stay within `limit` tokens (a message larger
+    than that is a part of its own)."""
+    parts: list[list[Message]] = [[]]
+    size = 0
+    for message in messages:
+        tokens = count_text(flatten([message]))
+        if parts[-1] and size + tokens > limit:
+            parts.append([])
+            size = 0
+        parts[-1].append(message)
+        size += tokens
+    return parts
+
+
+def _messages(units: tuple[Unit, ...]) -> list[Message]:
+    return [m for unit in units for m in unit.messages]
+
+
+def previous_summary(data: CompactionInput) -> str | None:
+    summary = data.history.window.summary
+    return str(summary["content"]) if summary else None

@@ -1,0 +1,180 @@
+"""What happens during a turn, as values; the journal, the log and the metrics consume them.
+
+A step that does something worth telling (a compaction landed, the breaker opened, a
+model's window was learned) builds one event and hands it to the `EventBus`; it never
+calls a logger and a metric and the journal one by one. Each class's docstring says
+exactly when it fires. `journal_entry()` is the form a compaction event takes in the
+session's journal (the `events` list the session API shows).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from proxy.types import JSONObject
+
+
+@dataclass(frozen=True)
+class CompactionLanded:
+    """A compaction's new window was written: it replaces the window it was computed from."""
+
+    session: str
+    request_id: str
+    strategy: str
+    from_window: str
+    window: str
+    evicted_seqs: tuple[int, ...]
+    kept_seqs: tuple[int, ...]
+    archive: str
+    summary: str | None
+    model: str | None
+    usage: JSONObject | None
+    seconds: float
+    created: float = field(default_factory=time.time)
+
+    def journal_entry(self) -> JSONObject:
+        return {
+            "type": "compaction",
+            "strategy": self.strategy,
+            "from_window": self.from_window,
+            "window": self.window,
+            "evicted_turns": list(self.evicted_seqs),
+            "kept_turns": list(self.kept_seqs),
+            "archive": self.archive,
+            "summary": self.summary,
+            "model": self.model,
+            "usage": self.usage,
+            "request_id": self.request_id,
+            "created": self.created,
+        }
+
+
+@dataclass(frozen=True)
+class CompactionStale:
+    """A compaction was computed, but another one changed the window first; ours was dropped."""
+
+    session: str
+    request_id: str
+    strategy: str
+    from_window: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CompactionFailed:
+    """The strategy raised (the summarizer failed, a gate refused); history is unchanged.
+
+    `failures` is the breaker's count including this failure."""
+
+    session: str
+    request_id: str
+    strategy: str
+    reason: str
+    failures: int
+    seconds: float
+    created: float = field(default_factory=time.time)
+
+    def journal_entry(self) -> JSONObject:
+        return {
+            "type": "compaction_failed",
+            "strategy": self.strategy,
+            "reason": self.reason,
+            "request_id": self.request_id,
+            "created": self.created,
+        }
+
+
+@dataclass(frozen=True)
+class CompactionSkipped:
+    """Compaction was due but did not run or changed nothing (breaker open, nothing to evict)."""
+
+    session: str
+    request_id: str
+    strategy: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BreakerOpened:
+    """A failure brought a session's breaker to its limit: compaction pauses for the cooldown."""
+
+    session: str
+    request_id: str
+    strategy: str
+
+
+@dataclass(frozen=True)
+class WindowLearned:
+    """The upstream refused a prompt as too long and named a window smaller than assumed."""
+
+    model: str
+    window: int
+    configured: int
+    request_id: str
+
+
+@dataclass(frozen=True)
+class UpstreamAnswered:
+    """The upstream sent the headers of its answer to a managed request (any status)."""
+
+    path: str
+    status: int
+    seconds: float
+    request_id: str
+
+
+Event = (
+    CompactionLanded
+    | CompactionStale
+    | CompactionFailed
+    | CompactionSkipped
+    | BreakerOpened
+    | WindowLearned
+    | UpstreamAnswered
+)
+Consumer = Callable[[Event], None]
+
+_log = logging.getLogger("context_proxy.events")
+
+
+def log_event(event: Event) -> None:
+    """The log's view of an event: one line, at WARNING when something went wrong."""
+    match event:
+        case CompactionLanded():
+            _log.info(
+                "compaction %s landed session=%s window=%s->%s evicted=%d request=%s",
+                event.strategy, event.session, event.from_window, event.window, len(event.evicted_seqs),
+                event.request_id,
+            )  # fmt: skip
+        case CompactionStale():
+            _log.info("compaction %s stale session=%s window=%s", event.strategy, event.session, event.from_window)
+        case CompactionFailed():
+            _log.warning(
+                "compaction %s failed session=%s request=%s: %s",
+                event.strategy, event.session, event.request_id, event.reason,
+            )  # fmt: skip
+        case CompactionSkipped():
+            _log.debug("compaction %s skipped session=%s: %s", event.strategy, event.session, event.reason)
+        case BreakerOpened():
+            _log.warning("compaction breaker opened session=%s request=%s", event.session, event.request_id)
+        case UpstreamAnswered() if event.status >= 500:
+            _log.warning("upstream answered %d request=%s", event.status, event.request_id)
+        case WindowLearned():
+            _log.warning(
+                "model %s refused a prompt: its window is %d tokens, not %d; using that (request=%s)",
+                event.model, event.window, event.configured, event.request_id,
+            )  # fmt: skip
+
+
+class EventBus:
+    """Hands each event to every consumer, in the order they were added."""
+
+    def __init__(self, consumers: list[Consumer]) -> None:
+        self._consumers = tuple(consumers)
+
+    def emit(self, event: Event) -> None:
+        for consume in self._consumers:
+            consume(event)

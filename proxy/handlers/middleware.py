@@ -1,0 +1,91 @@
+"""The one place exceptions become responses, and the one place requests are measured.
+
+`error_middleware`: `ProxyError`s become OpenAI error JSON with their status; the
+domain errors of the core (`ContextTooLarge`, `UnknownStrategy`, `SessionNotFound`)
+become the `ProxyError` that fits them; aiohttp's own HTTP errors (unknown route,
+wrong method, body too large) get the same shape. Anything else is logged with the
+request path and answered 500, unless the response had already started streaming:
+then there is no way left to tell the client, and the error is re-raised so that the
+server drops the connection and logs it.
+
+`metrics_middleware` (outermost) counts every request with its final status.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import orjson
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from proxy.compaction.strategies import UnknownStrategy
+from proxy.context.budget import ContextTooLarge
+from proxy.errors import BadRequest, BudgetExceeded, NotFound, ProxyError
+from proxy.keys import METRICS, ROUTE_MODEL
+from proxy.turn import SessionNotFound
+from proxy.turn.relay import RESPONSE_STARTED
+
+log = logging.getLogger("context_proxy")
+
+_HTTP_TYPES = {404: ("invalid_request_error", "not_found"), 405: ("invalid_request_error", "method_not_allowed"),
+               413: ("invalid_request_error", "request_too_large")}  # fmt: skip
+
+_DOMAIN_ERRORS: dict[type[Exception], Callable[[Exception], ProxyError]] = {
+    ContextTooLarge: lambda exc: BudgetExceeded(str(exc), param="messages"),
+    UnknownStrategy: lambda exc: BadRequest(str(exc), param="X-Context-Strategy", code="invalid_strategy"),
+    SessionNotFound: lambda exc: NotFound(str(exc)),
+}
+
+
+def error_response(status: int, body: object) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+def _as_proxy_error(exc: Exception) -> ProxyError | None:
+    if isinstance(exc, ProxyError):
+        return exc
+    for kind in type(exc).__mro__:
+        translate = _DOMAIN_ERRORS.get(kind)
+        if translate is not None:
+            return translate(exc)
+    return None
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        kind, code = _HTTP_TYPES.get(exc.status, ("invalid_request_error", None))
+        message = exc.text or exc.reason
+        return error_response(exc.status, {"error": {"message": message, "type": kind, "param": None, "code": code}})
+    except Exception as exc:
+        error = _as_proxy_error(exc)
+        if error is not None and not request.get(RESPONSE_STARTED):
+            return error_response(error.status, error.body())
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        if request.get(RESPONSE_STARTED):
+            raise
+        body = {"error": {"message": "internal proxy error", "type": "server_error", "param": None, "code": None}}
+        return error_response(500, body)
+
+
+@web.middleware
+async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    metrics = request.app[METRICS]
+    metrics.in_flight += 1
+    started = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    finally:
+        metrics.in_flight -= 1
+        route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
+        metrics.request_done(route, request.get(ROUTE_MODEL, ""), status, time.perf_counter() - started)

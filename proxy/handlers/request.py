@@ -1,0 +1,113 @@
+"""Reading and validating a chat completions request body.
+
+Bad input is answered 400 in OpenAI's shape with `param` naming the field, before
+anything is stored or forwarded. Only what the proxy relies on is checked; other
+fields go upstream untouched for the upstream to judge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from proxy.errors import BadRequest, PayloadTooLarge
+from proxy.turn import ChatRequest
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+_NEEDS_CONTENT = ("system", "developer", "user", "tool")
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(f"request body is {request.content_length} bytes; the limit is {limit}")
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge as exc:
+        raise PayloadTooLarge(f"request body is over the limit of {limit} bytes") from exc
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object", code="invalid_type")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' must be a non-empty string", param="model", code="invalid_type")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest(
+            "'messages' must be a non-empty array of message objects", param="messages", code="invalid_type"
+        )
+    for index, message in enumerate(messages):
+        _check_message(message, f"messages[{index}]")
+    stream = body.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequest("'stream' must be a boolean", param="stream", code="invalid_type")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise BadRequest("'stream_options' must be an object", param="stream_options", code="invalid_type")
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise BadRequest(f"'{key}' must be a positive integer", param=key, code="invalid_type")
+    include_usage = bool(stream and options and options.get("include_usage") is True)
+    return ChatRequest(body, raw, model, messages, bool(stream), include_usage)
+
+
+def _check_message(message: Any, where: str) -> None:
+    if not isinstance(message, dict):
+        raise BadRequest(f"'{where}' must be an object", param=where, code="invalid_type")
+    role = message.get("role")
+    if role not in ROLES:
+        raise BadRequest(
+            f"'{where}.role' must be one of {', '.join(ROLES)}, got {role!r}",
+            param=f"{where}.role",
+            code="invalid_value",
+        )
+    content = message.get("content")
+    if content is None:
+        if role in _NEEDS_CONTENT:
+            raise BadRequest(f"'{where}.content' is required for role {role}", param=f"{where}.content")
+    elif isinstance(content, list):
+        for index, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise BadRequest(
+                    f"'{where}.content[{index}]' must be an object with a 'type'", param=f"{where}.content[{index}]"
+                )
+    elif not isinstance(content, str):
+        raise BadRequest(f"'{where}.content' must be a string or an array of parts", param=f"{where}.content")
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise BadRequest(f"'{where}.tool_call_id' must be a string", param=f"{where}.tool_call_id")
+    if "pinned" in message and not isinstance(message["pinned"], bool):
+        raise BadRequest(f"'{where}.pinned' must be a boolean", param=f"{where}.pinned")
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if role != "assistant" or not isinstance(calls, list):
+            raise BadRequest(
+                f"'{where}.tool_calls' must be an array on an assistant message", param=f"{where}.tool_calls"
+            )
+        for index, call in enumerate(calls):
+            _check_tool_call(call, f"{where}.tool_calls[{index}]")
+    for key in ("name", "tool_call_id"):
+        if key in message and not isinstance(message[key], str):
+            raise BadRequest(f"'{where}.{key}' must be a string", param=f"{where}.{key}")
+
+
+def _check_tool_call(call: Any, where: str) -> None:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not (
+        isinstance(call, dict)
+        and isinstance(call.get("id"), str)
+        and isinstance(function, dict)
+        and isinstance(function.get("name"), str)
+        and isinstance(function.get("arguments"), str)
+    ):
+        raise BadRequest(
+            f"'{where}' must be an object with a string 'id' and a 'function' with string 'name' and 'arguments'",
+            param=where,
+        )

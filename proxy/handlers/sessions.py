@@ -1,0 +1,37 @@
+"""The session API's HTTP edge, scoped to the caller's own tenant (the hash of its key)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from proxy.keys import SESSIONS, SETTINGS
+from proxy.sessions import Identity, tenant_of
+from proxy.sessions.identity import validate_session_id
+
+DEFAULT_COUNT_MODEL = "gpt-4o-mini"
+
+
+def _identity(request: web.Request) -> Identity:
+    session = validate_session_id(request.match_info["id"], "path")
+    tenant = tenant_of(request.headers.get("Authorization"), request.app[SETTINGS].upstream.api_key)
+    return Identity(tenant, session, derived=False)
+
+
+async def show_session(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[SESSIONS].journal(_identity(request)))
+
+
+async def show_context(request: web.Request) -> web.Response:
+    """Exactly the messages the next request would send before its new input."""
+    model = request.query.get("model", DEFAULT_COUNT_MODEL)
+    return web.json_response(await request.app[SESSIONS].next_context(_identity(request), model))
+
+
+async def show_archive(request: web.Request) -> web.Response:
+    """An evicted span, as a summary cites it: `context://archive/<archive id>`."""
+    archive_id = request.match_info["archive"]
+    return web.json_response(await request.app[SESSIONS].archived_span(_identity(request), archive_id))
+
+
+async def delete_session(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[SESSIONS].delete(_identity(request)))

@@ -1,0 +1,76 @@
+"""Journaling a turn exactly once, at the right moment, even when the request is cancelled.
+
+A turn is recorded when its answer is complete but before the client sees the end of
+it (the last SSE event, or the JSON body), so a client's next request always finds it.
+A request that ends any other way (the client left, the upstream failed) is recorded
+as it ended. The write runs in a task the request cannot cancel (`PendingWrites`), and
+shutdown waits for such writes before it closes the store. A completed answer's
+`usage.prompt_tokens` is fed back: into the session (the next budget check) and into
+the model's calibration.
+"""
+
+from __future__ import annotations
+
+from proxy.context.tokens import Encoder, TokenCounter, count_message
+from proxy.sessions import TurnDraft, message_hash
+from proxy.store import SessionKeys, Store
+from proxy.turn.pending import PendingWrites
+from proxy.turn.relay import Outcome
+
+
+class TurnRecorder:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        writes: PendingWrites,
+        tokens: TokenCounter,
+        keys: SessionKeys,
+        parent: int | None,
+        draft: TurnDraft,
+        sent_tokens: int,
+        encoder: Encoder,
+        ttl_s: int,
+    ) -> None:
+        self._store = store
+        self._writes = writes
+        self._tokens = tokens
+        self._keys = keys
+        self._parent = parent
+        self._draft = draft
+        self._sent_tokens = sent_tokens
+        self._encoder = encoder
+        self._ttl_s = ttl_s
+        self._recorded = False
+
+    async def record(self, outcome: Outcome) -> None:
+        """Journal the turn with this outcome; later calls do nothing."""
+        if self._recorded:
+            return
+        self._recorded = True
+        await self._writes.run(self._write(outcome))
+
+    async def _write(self, outcome: Outcome) -> None:
+        draft, output = self._draft, outcome.output
+        record = draft.record(
+            status=outcome.status,  # type: ignore[arg-type]
+            output=output,
+            output_tokens=count_message(self._encoder, output) if output else 0,
+            output_hash=message_hash(output) if output else None,
+            usage=outcome.usage,
+            error=outcome.error,
+        )
+        feedback = None
+        prompt_tokens = (outcome.usage or {}).get("prompt_tokens")
+        if outcome.status == "completed" and isinstance(prompt_tokens, int):
+            feedback = {"prompt": prompt_tokens, "local": self._sent_tokens, "window": draft.window}
+            self._tokens.observe_usage(draft.model, reported=prompt_tokens, local=self._sent_tokens)
+        await self._store.append_turn(
+            self._keys,
+            record,
+            parent=self._parent,
+            completed=outcome.status == "completed",
+            hashes=record["hashes"],
+            ttl_s=self._ttl_s,
+            usage=feedback,
+        )

@@ -1,0 +1,264 @@
+"""A managed turn's lifecycle, told in order, with its dependencies in one object.
+
+identify (the HTTP edge) -> load and reconcile -> count the new input -> fit under
+budget (maybe compact, and land it) -> compose -> forward (once more, compacted, if the
+upstream names a smaller window than assumed) -> relay -> record the turn (feeding its
+usage back) -> background work. `TurnDeps` is built once at start-up; nothing here
+reaches into the application, so a second entry point (a session API call, a job)
+reuses the same steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from proxy.compaction import BackgroundJobs, Fitted, Landing, fit, make_summarizer
+from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer
+from proxy.config import Settings
+from proxy.context.budget import Budget, make_budget
+from proxy.context.cache import PathCache
+from proxy.context.compose import compose_json
+from proxy.context.limits import ModelLimits
+from proxy.context.tokens import Encoder, TokenCounter, request_overhead
+from proxy.context.window import archive_uri
+from proxy.events import EventBus, UpstreamAnswered, WindowLearned
+from proxy.sessions import Identity, TurnDraft
+from proxy.store import Store
+from proxy.turn.background import background_job
+from proxy.turn.conversation import Conversation, load_conversation
+from proxy.turn.forward import CHAT_PATH, forward, refusal_message
+from proxy.turn.pending import PendingWrites
+from proxy.turn.recorder import TurnRecorder
+from proxy.turn.relay import Outcome, StreamRelay, relay_json
+from proxy.turn.request import ChatRequest
+from proxy.upstream import UpstreamClient, UpstreamResponse
+
+log = logging.getLogger("context_proxy.turn")
+
+STRATEGY_HEADER = "X-Context-Strategy"
+
+
+@dataclass(frozen=True)
+class TurnDeps:
+    """Everything a turn touches, built once at start-up."""
+
+    settings: Settings
+    store: Store
+    upstream: UpstreamClient
+    tokens: TokenCounter
+    strategies: StrategyRegistry
+    paths: PathCache
+    limits: ModelLimits
+    writes: PendingWrites
+    jobs: BackgroundJobs
+    events: EventBus
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks, as the HTTP edge identified them."""
+
+    identity: Identity
+    authorization: str | None
+    headers: Mapping[str, str]
+    """The client's request headers (forwarded upstream less hop-by-hop and the proxy's own)."""
+    request_id: str
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the budget and compaction steps of one turn need."""
+
+    chat: ChatRequest
+    caller: Caller
+    conversation: Conversation
+    encoder: Encoder
+    new_tokens: list[int]
+    overhead: int
+    strategy: Strategy
+    summarizer: Summarizer
+    landing: Landing
+
+
+class TurnService:
+    def __init__(self, deps: TurnDeps) -> None:
+        self.deps = deps
+
+    async def begin(self, chat: ChatRequest, caller: Caller, spec: tuple[str, ...]) -> ActiveTurn:
+        """Load, reconcile, fit under budget and forward; the answer is not read yet."""
+        d = self.deps
+        conversation = await load_conversation(d.store, d.paths, caller.identity, chat.messages)
+        encoder = await d.tokens.encoder_for(chat.model)
+        context = d.settings.context
+        plan = _Plan(
+            chat=chat,
+            caller=caller,
+            conversation=conversation,
+            encoder=encoder,
+            new_tokens=await d.tokens.count_messages(encoder, conversation.reconciled.new_input),
+            overhead=request_overhead(encoder, chat.body.get("tools")),
+            strategy=d.strategies.build(spec),
+            summarizer=make_summarizer(
+                d.upstream,
+                model=context.compression_model or chat.model,
+                authorization=caller.authorization,
+                timeout_s=context.compression_timeout_s,
+            ),
+            landing=Landing(d.store, conversation.keys, d.events, d.settings.sessions.ttl_s, caller.request_id),
+        )
+        fitted, budget = await self._fit_under_budget(plan)
+        answer = await self._forward(plan, fitted)
+        if fitted.result is None and await self._window_learned(plan, answer):
+            answer.close()
+            fitted, budget = await self._fit_under_budget(plan)
+            answer = await self._forward(plan, fitted)
+        return ActiveTurn(self.deps, plan, fitted, budget, answer)
+
+    async def _fit_under_budget(self, plan: _Plan) -> tuple[Fitted, Budget]:
+        """Check the budget, compact if the strategy says so, and land what happened."""
+        budget = self._budget(plan)
+        conversation = plan.conversation
+        history = conversation.history
+        fitted = await fit(
+            history,
+            new_tokens=sum(plan.new_tokens),
+            budget=budget,
+            strategy=plan.strategy,
+            summarizer=plan.summarizer,
+            archive_uri=archive_uri(history.window.next_id),
+            count_text=lambda text: len(plan.encoder.encode_ordinary(text)),
+            breaker=conversation.breaker,
+            usage=conversation.usage,
+            preference=self.deps.settings.context.usage_preference,
+        )
+        await plan.landing.settle(fitted, conversation.stored_window, conversation.breaker, plan.strategy.name)
+        return fitted, budget
+
+    def _configured_window(self, model: str) -> int:
+        context = self.deps.settings.context
+        return context.for_model(model).context_window or context.context_window
+
+    def _budget(self, plan: _Plan) -> Budget:
+        context, model = self.deps.settings.context, plan.chat.model
+        return make_budget(
+            context_window=self.deps.limits.window(model, self._configured_window(model)),
+            trigger_ratio=context.for_model(model).trigger_ratio or context.trigger_ratio,
+            max_output_tokens=plan.chat.max_output_tokens,
+            overhead=plan.overhead,
+            calibration=self.deps.tokens.calibration(model, plan.encoder),
+        )
+
+    async def _forward(self, plan: _Plan, fitted: Fitted) -> UpstreamResponse:
+        d = self.deps
+        messages_json = compose_json(fitted.history, plan.conversation.reconciled.new_input)
+        answer, seconds = await forward(
+            d.upstream, plan.chat, messages_json, plan.caller.headers, session_header=d.settings.sessions.header
+        )
+        d.events.emit(UpstreamAnswered(CHAT_PATH, answer.status, seconds, plan.caller.request_id))
+        return answer
+
+    async def _window_learned(self, plan: _Plan, answer: UpstreamResponse) -> bool:
+        """Whether the upstream refused the prompt as too long, naming a smaller window than assumed."""
+        message = await refusal_message(answer)
+        if message is None:
+            return False
+        model = plan.chat.model
+        configured = self._configured_window(model)
+        window = self.deps.limits.learn(model, message, configured)
+        if window is None:
+            return False
+        self.deps.events.emit(WindowLearned(model, window, configured, plan.caller.request_id))
+        return True
+
+
+class ActiveTurn:
+    """A turn whose request went upstream: relay the answer, record it, start background work."""
+
+    def __init__(self, deps: TurnDeps, plan: _Plan, fitted: Fitted, budget: Budget, answer: UpstreamResponse) -> None:
+        self._deps = deps
+        self._plan = plan
+        self._fitted = fitted
+        self._budget = budget
+        self._answer = answer
+        self.sent_tokens = fitted.tokens + sum(plan.new_tokens) + plan.overhead
+        self.window_id = fitted.history.window.current
+
+    def response_headers(self) -> dict[str, str]:
+        return {
+            "X-Session-Id": self._plan.caller.identity.session,
+            "X-Context-Window-Id": self.window_id,
+            "X-Context-Tokens": str(self.sent_tokens),
+            STRATEGY_HEADER: self._plan.strategy.name,
+            "X-Request-Id": self._plan.caller.request_id,
+        }
+
+    async def relay(self, request: web.Request) -> web.StreamResponse:
+        """Relay the answer; the turn is journaled before the client sees its end."""
+        plan, recorder = self._plan, self._recorder()
+        try:
+            if plan.chat.stream:
+                relay = StreamRelay(self._answer, include_usage=plan.chat.include_usage)
+                response = await relay.run(request, self.response_headers(), before_end=recorder.record)
+            else:
+                response, outcome = await relay_json(request, self._answer, self.response_headers())
+                await recorder.record(outcome)
+        finally:
+            await recorder.record(Outcome("interrupted"))
+        self._log()
+        if self._fitted.deferred:
+            self._start_background()
+        return response
+
+    def _recorder(self) -> TurnRecorder:
+        d, plan = self._deps, self._plan
+        reconciled = plan.conversation.reconciled
+        draft = TurnDraft(
+            model=plan.chat.model,
+            input=reconciled.new_input,
+            input_tokens=plan.new_tokens,
+            input_hashes=reconciled.new_hashes,
+            encoding=plan.encoder.name,
+            request_id=plan.caller.request_id,
+            window=self.window_id,
+            stream=plan.chat.stream,
+        )
+        return TurnRecorder(
+            store=d.store,
+            writes=d.writes,
+            tokens=d.tokens,
+            keys=plan.conversation.keys,
+            parent=reconciled.parent,
+            draft=draft,
+            sent_tokens=self.sent_tokens,
+            encoder=plan.encoder,
+            ttl_s=d.settings.sessions.ttl_s,
+        )
+
+    def _start_background(self) -> None:
+        d, plan = self._deps, self._plan
+        job = background_job(
+            landing=plan.landing,
+            paths=d.paths,
+            identity=plan.caller.identity,
+            strategy=plan.strategy,
+            summarizer=plan.summarizer,
+            budget=self._budget,
+            encoder=plan.encoder,
+            lock_ttl_s=d.settings.context.compression_timeout_s * 2,
+        )
+        d.jobs.submit(plan.conversation.keys.index_member, job)
+
+    def _log(self) -> None:
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        plan, fitted = self._plan, self._fitted
+        log.debug(
+            "chat request=%s session=%s window=%s strategy=%s sent_tokens=%d new_messages=%d parent=%s compaction=%s",
+            plan.caller.request_id, plan.caller.identity.session, self.window_id, plan.strategy.name,
+            self.sent_tokens, len(plan.conversation.reconciled.new_input), plan.conversation.reconciled.parent,
+            fitted.result.strategy if fitted.result else fitted.failure or fitted.skipped,
+        )  # fmt: skip

@@ -1,0 +1,63 @@
+"""The session API's reads and deletes, scoped to one caller's tenant.
+
+Each method takes an `Identity` (tenant and session) and answers with the JSON the
+API returns, or raises `SessionNotFound`; the HTTP edge turns that into a 404.
+"""
+
+from __future__ import annotations
+
+from proxy.context.cache import PathCache
+from proxy.context.compose import compose_messages
+from proxy.context.tokens import TokenCounter, count_messages
+from proxy.context.window import archive_uri
+from proxy.sessions import Identity
+from proxy.sessions.view import session_view
+from proxy.store import SessionKeys, Store
+from proxy.turn.conversation import load_conversation
+from proxy.types import JSONObject
+
+
+class SessionNotFound(LookupError):
+    """No such session (or archived span) for this caller."""
+
+
+class SessionAPI:
+    def __init__(self, store: Store, paths: PathCache, tokens: TokenCounter) -> None:
+        self._store = store
+        self._paths = paths
+        self._tokens = tokens
+
+    async def journal(self, identity: Identity) -> JSONObject:
+        dump = await self._store.read_session(SessionKeys(identity.tenant, identity.session))
+        if dump is None:
+            raise SessionNotFound(f"no session {identity.session!r} for this API key")
+        return session_view(identity.session, dump)
+
+    async def next_context(self, identity: Identity, model: str) -> JSONObject:
+        """Exactly the messages the next request would send before its new input."""
+        if not await self._store.session_exists(SessionKeys(identity.tenant, identity.session)):
+            raise SessionNotFound(f"no session {identity.session!r} for this API key")
+        conversation = await load_conversation(self._store, self._paths, identity, [])
+        messages = compose_messages(conversation.history, [])
+        encoder = await self._tokens.encoder_for(model)
+        return {
+            "id": identity.session,
+            "object": "session.context",
+            "window": conversation.history.window.current,
+            "messages": messages,
+            "tokens": sum(count_messages(encoder, messages)),
+        }
+
+    async def archived_span(self, identity: Identity, archive_id: str) -> JSONObject:
+        """An evicted span, as a summary cites it."""
+        span = await self._store.read_archive(SessionKeys(identity.tenant, identity.session), archive_id)
+        if span is None:
+            raise SessionNotFound(f"no archive {archive_id!r} in session {identity.session!r} for this API key")
+        return {"id": archive_id, "object": "session.archive", "uri": archive_uri(archive_id), "messages": span}
+
+    async def delete(self, identity: Identity) -> JSONObject:
+        deleted = await self._store.delete_session(SessionKeys(identity.tenant, identity.session))
+        self._paths.discard((identity.tenant, identity.session))
+        if not deleted:
+            raise SessionNotFound(f"no session {identity.session!r} for this API key")
+        return {"id": identity.session, "object": "session.deleted", "deleted": True}

@@ -1,0 +1,69 @@
+"""The runner: trigger, breaker, background deferral, failures leave history unchanged."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from proxy.compaction.breaker import COOLDOWN_S, Breaker
+from proxy.compaction.runner import fit
+from proxy.compaction.strategies import Background, Reset, Summarize
+from proxy.context.budget import ContextTooLarge
+from tests.context.factories import FakeSummarizer, budget, history, summarizing
+
+SUMMARIZE = summarizing(Summarize, preserve_recent=2)
+
+
+async def run(h, b, strategy=SUMMARIZE, breaker=Breaker(), summarizer=None, usage=None, new_tokens=10):  # type: ignore[no-untyped-def]
+    return await fit(
+        h, new_tokens=new_tokens, budget=b, strategy=strategy, summarizer=summarizer or FakeSummarizer(),
+        archive_uri="context://archive/win_1", count_text=len, breaker=breaker, usage=usage, preference="max",
+    )  # fmt: skip
+
+
+async def test_under_the_trigger_nothing_happens() -> None:
+    fitted = await run(history(3), budget(1000, 700))
+    assert fitted.result is None and fitted.history.total == 70
+
+
+async def test_over_the_trigger_compacts() -> None:
+    fitted = await run(history(40), budget(1000, 700))
+    assert fitted.result is not None and fitted.history.total < 700
+
+
+async def test_fed_back_usage_can_trigger_compaction() -> None:
+    h = history(10)  # 210 local tokens
+    usage = {"prompt": 800, "local": 200, "window": "win_0"}
+    fitted = await run(h, budget(1000, 700), usage=usage)
+    assert fitted.result is not None
+
+
+async def test_failure_leaves_history_unchanged_but_request_goes() -> None:
+    h = history(40)
+    fitted = await run(h, budget(1000, 700), summarizer=FakeSummarizer(fail=True))
+    assert fitted.failure and fitted.history is h
+
+
+async def test_failure_with_no_room_is_context_length_exceeded() -> None:
+    with pytest.raises(ContextTooLarge):
+        await run(history(60), budget(1000, 700), summarizer=FakeSummarizer(fail=True))
+
+
+async def test_open_breaker_skips_compaction_then_half_opens() -> None:
+    now = time.time()
+    assert Breaker(3, now).is_open(now + 1)
+    assert not Breaker(3, now).is_open(now + COOLDOWN_S + 1)
+    assert not Breaker(2, now).is_open(now)
+    assert Breaker.parse(Breaker(2, 5.0).after_failure(now).dump()) == Breaker(3, now)
+    summarizer = FakeSummarizer()
+    fitted = await run(history(40), budget(1000, 700), breaker=Breaker(3, now), summarizer=summarizer)
+    assert fitted.skipped == "circuit breaker open" and summarizer.calls == []
+
+
+async def test_background_defers_while_the_request_fits() -> None:
+    summarizer = FakeSummarizer()
+    fitted = await run(history(40), budget(1000, 700), strategy=Background(SUMMARIZE), summarizer=summarizer)
+    assert fitted.deferred and fitted.result is None and summarizer.calls == []
+    fitted = await run(history(60), budget(1000, 700), strategy=Background(Reset()))
+    assert not fitted.deferred and fitted.result is not None, "runs in the foreground when the request cannot fit"
