@@ -26,6 +26,7 @@ from proxy.keys import EMBEDDED, METRICS, SESSIONS, SETTINGS, STORE, TURNS, UPST
 from proxy.metrics import Metrics
 from proxy.store import EmbeddedRedis, Store
 from proxy.turn import PendingWrites, SessionAPI, TurnDeps, TurnService
+from proxy.turn.derived import DerivedSessions
 from proxy.upstream import UpstreamClient
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
@@ -85,6 +86,7 @@ def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry) -> CleanupCo
             writes=writes,
             jobs=BackgroundJobs(),
             events=EventBus([log_event, app[METRICS].observe]),
+            derived=DerivedSessions(app[STORE]),
         )
         app[TURNS] = TurnService(deps)
         app[SESSIONS] = SessionAPI(deps.store, deps.paths, deps.tokens)

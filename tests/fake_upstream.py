@@ -170,11 +170,12 @@ class FakeOpenAI:
             call = {
                 "id": "call_" + uuid.uuid4().hex[:12],
                 "type": "function",
-                "function": {"name": name, "arguments": '{"q": 1}'},
+                "function": {"name": name, "arguments": '{"q": 1, "scope": "all"}'},
             }
             return {"role": "assistant", "content": None, "tool_calls": [call], "refusal": None, "annotations": []}
         seen = sum(1 for m in messages if m.get("role") == "user")
-        content = f"Answer {seen}: I read {len(messages)} messages; you said: {last[:60]}"
+        reply = uuid.uuid4().hex[:6]  # a real model never answers two conversations byte for byte alike
+        content = f"Answer {seen}: I read {len(messages)} messages; you said: {last[:60]} (reply {reply})"
         return {"role": "assistant", "content": content, "refusal": None, "annotations": []}
 
     async def _stream(

@@ -23,7 +23,7 @@ from proxy.sessions import Digests
 class CachedPath:
     head: int
     """The last turn of the cached path."""
-    window_id: str
+    version: str
     stored_window: Window
     applies: bool
     history: History

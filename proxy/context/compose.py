@@ -12,7 +12,7 @@ with tool calls and its results never separate.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import chain
 
@@ -109,12 +109,9 @@ class History:
             out.extend(unit.messages)
         return out
 
-    def leading_hashes(self) -> list[str]:
-        """Hashes of the session's leading system block (for delta-client de-duplication)."""
-        if self.window.leading_hashes or not self.units:
-            return list(self.window.leading_hashes)
-        first = self.units[0].turns[0]
-        return [message_hash(m) for m in first.input[: leading_count(list(first.input))]]
+    def with_leading(self, leading: Sequence[Message], tokens: Sequence[int], hashes: Sequence[str]) -> History:
+        """The same past under another leading system/developer block (the request's own)."""
+        return replace(self, window=self.window.with_leading(tuple(leading), tuple(tokens), tuple(hashes)))
 
 
 def compose_messages(history: History, new_input: list[Message]) -> list[Message]:
@@ -157,10 +154,22 @@ def _first_after_leading(parts: Iterable[list[Message]]) -> tuple[int, Message] 
     return None
 
 
+def _latest_leading(window: Window, turns: Sequence[Turn]) -> Window:
+    """The window under the leading block the latest of `turns` carried, if any carried one."""
+    for turn in reversed(turns):
+        if turn.system is not None:
+            hashes = tuple(message_hash(m) for m in turn.system)
+            return window.with_leading(turn.system, turn.system_tokens, hashes)
+    return window
+
+
 def build_history(window: Window, turns: Sequence[Turn]) -> History:
-    """Group the completed turns after the window's boundary into units; the first turn's
-    leading system block is lifted into the window so it is pinned from the start."""
+    """Group the completed turns after the window's boundary into units. The leading
+    system block is the one the latest turn carried (`Turn.system`); a turn journaled
+    before turns carried it has its block at the start of its input, lifted into the
+    window so it is pinned from the start."""
     completed = [t for t in turns if t.completed]
+    window = _latest_leading(window, completed)
     if window.boundary < 0 and completed and not window.leading:
         first = completed[0]
         lead = leading_count(list(first.input))
@@ -191,7 +200,7 @@ def extend_history(history: History, turns: Sequence[Turn]) -> History:
     newly_settled = _settled_json(regrouped[:-1])
     settled = b",".join(p for p in (history.settled_json, newly_settled) if p)
     return History(
-        history.window,
+        _latest_leading(history.window, completed),
         (*history.units[:-1], *regrouped),
         history.units_tokens - last.total + sum(u.total for u in regrouped),
         history.message_count - len(last.messages) + sum(len(u.messages) for u in regrouped),

@@ -45,6 +45,10 @@ class Window:
     """How many units (a user message and all that answers it) have left across the lineage;
     the `turns` strategy counts in these."""
 
+    def with_leading(self, leading: tuple[Message, ...], tokens: tuple[int, ...], hashes: tuple[str, ...]) -> Window:
+        """The same window with another leading system/developer block (the latest one wins)."""
+        return replace(self, leading=leading, leading_tokens=tokens, leading_hashes=hashes)
+
     @property
     def next_id(self) -> str:
         return f"win_{int(self.current.rsplit('_', 1)[1]) + 1}"

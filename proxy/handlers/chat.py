@@ -14,7 +14,7 @@ from aiohttp import web
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.request import parse_chat_request, read_body
 from proxy.keys import ROUTE_MODEL, SETTINGS, TURNS
-from proxy.sessions import identify, tenant_of
+from proxy.sessions import requested_session, tenant_of
 from proxy.turn import STRATEGY_HEADER, Caller, ChatRequest
 from proxy.turn.forward import CHAT_PATH
 
@@ -27,14 +27,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if spec is None:
         return await _pass_through(request, chat)
     authorization = request.headers.get("Authorization")
-    identity = identify(
-        tenant=tenant_of(authorization, settings.upstream.api_key),
+    session = requested_session(
         path_session=request.match_info.get("session"),
         header_session=request.headers.get(settings.sessions.header),
         header_name=settings.sessions.header,
-        messages=chat.messages,
     )
-    caller = Caller(identity, authorization, request.headers, "req_" + os.urandom(12).hex())
+    tenant = tenant_of(authorization, settings.upstream.api_key)
+    caller = Caller(tenant, session, authorization, request.headers, "req_" + os.urandom(12).hex())
     turn = await turns.begin(chat, caller, spec)
     return await turn.relay(request)
 

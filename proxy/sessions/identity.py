@@ -3,8 +3,7 @@
 The tenant is a sha256 of the caller's bearer key (or of `upstream.api_key` when the
 caller sends none); the key itself is never stored or logged. The session comes from
 the `/s/{session}/...` path, the session header, or, when neither is given, from the
-conversation itself: a hash of its opening (leading system/developer messages and the
-first user message), so an unchanged full-history app gets a stable session.
+conversation itself (`proxy/turn/derived.py`), so an unchanged app gets a stable session.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ import re
 from dataclasses import dataclass
 
 from proxy.errors import BadRequest
-from proxy.sessions.messages import LEADING_ROLES, message_hash
-from proxy.types import Message
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 DERIVED_PREFIX = "auto-"
@@ -47,21 +44,11 @@ def validate_session_id(session: str, where: str) -> str:
     return session
 
 
-def derive_session(tenant: str, messages: list[Message]) -> str:
-    """A session id from the conversation's opening: leading system messages + first user message."""
-    digest = hashlib.sha256(tenant.encode())
-    for message in messages:
-        digest.update(message_hash(message).encode())
-        if message.get("role") not in LEADING_ROLES:
-            break
-    return DERIVED_PREFIX + digest.hexdigest()[:32]
-
-
-def identify(
-    *, tenant: str, path_session: str | None, header_session: str | None, header_name: str, messages: list[Message]
-) -> Identity:
+def requested_session(*, path_session: str | None, header_session: str | None, header_name: str) -> str | None:
+    """The session the caller names (the path form wins, then the header); None: derive it
+    from the conversation (see `proxy/turn/derived.py`)."""
     if path_session is not None:
-        return Identity(tenant, validate_session_id(path_session, "path"), derived=False)
+        return validate_session_id(path_session, "path")
     if header_session is not None:
-        return Identity(tenant, validate_session_id(header_session, header_name), derived=False)
-    return Identity(tenant, derive_session(tenant, messages), derived=True)
+        return validate_session_id(header_session, header_name)
+    return None

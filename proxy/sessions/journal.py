@@ -2,7 +2,8 @@
 
 A turn is what one chat request did to a session: its new input messages, the
 output message, its status, model, usage, timestamps, request id and the window it
-was answered in. Turns are written once (`append_turn`) and never edited; only
+was answered in; and `system`, the leading system/developer block the request carried
+when it differed from the session's (the latest one wins in later contexts). Turns are written once (`append_turn`) and never edited; only
 `completed` turns reach a later context. Each message carries its token count and
 content hash, computed once when the turn is recorded, so later requests never
 re-tokenize or re-hash history.
@@ -30,6 +31,8 @@ class Turn:
     input: tuple[Message, ...]
     output: Message | None
     tokens: tuple[int, ...]
+    system: tuple[Message, ...] | None = None
+    system_tokens: tuple[int, ...] = ()
 
     @property
     def completed(self) -> bool:
@@ -48,12 +51,15 @@ class Turn:
         output = record.get("output")
         for message in (*inputs, output) if output else inputs:
             message["role"] = sys.intern(message["role"])
+        system = record.get("system")
         return cls(
             seq=seq,
             status=record["status"],
             input=tuple(inputs),
             output=output,
             tokens=tuple(record.get("tokens", ())),
+            system=tuple(system) if system else None,
+            system_tokens=tuple(record.get("system_tokens") or ()),
         )
 
 
@@ -69,6 +75,8 @@ class TurnDraft:
     request_id: str
     window: str
     stream: bool
+    system: list[Message] | None = None
+    system_tokens: list[int] = field(default_factory=list)
     created: float = field(default_factory=time.time)
 
     def record(
@@ -99,6 +107,8 @@ class TurnDraft:
             "request_id": self.request_id,
             "window": self.window,
             "stream": self.stream,
+            "system": self.system,
+            "system_tokens": self.system_tokens if self.system else None,
             "created": self.created,
             "finished": time.time(),
         }

@@ -2,9 +2,11 @@
 
 Two messages are "the same" when the model would see the same thing: the role,
 the content (null and "" alike; a list of text parts equal to the joined text), the
-name, the tool calls (id, name, arguments) and the tool call id. Fields a response
-carries but a request does not (refusal: null, annotations) and the proxy's own
-`pinned` marker do not count. The hash chain over messages (see `chain_hashes`) is
+name, the tool calls and the tool call id. Tool calls are compared by meaning: the
+same ids and names, and arguments that parse to the same JSON value, whatever their
+whitespace or key order (frameworks re-serialize them). Fields a response carries but
+a request does not (refusal: null, annotations) and the proxy's own `pinned` marker do
+not count. The hash chain over messages (see `chain_hashes`) is
 what lets the proxy find the part of a full-history request the journal already has.
 """
 
@@ -43,11 +45,21 @@ def canonical(message: Message) -> dict[str, Any]:
             {
                 "id": call.get("id"),
                 "name": (call.get("function") or {}).get("name"),
-                "arguments": (call.get("function") or {}).get("arguments"),
+                "arguments": _arguments((call.get("function") or {}).get("arguments")),
             }
             for call in calls
         ]
     return out
+
+
+def _arguments(arguments: Any) -> Any:
+    """A tool call's arguments by meaning: the parsed JSON value, else the text as it is."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return {"json": orjson.loads(arguments)}
+    except orjson.JSONDecodeError:
+        return arguments
 
 
 def message_hash(message: Message) -> str:

@@ -30,7 +30,7 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
             "depth": t.depth,
             **{
                 k: t.record.get(k)
-                for k in ("status", "model", "input", "output", "usage", "error", "request_id", "window")
+                for k in ("status", "model", "system", "input", "output", "usage", "error", "request_id", "window")
             },
             "tokens": sum(t.record.get("tokens") or ()),
             "created": t.record.get("created"),

@@ -1,7 +1,7 @@
 """The session store: the only package that imports `redis`."""
 
 from proxy.store.embedded import EmbeddedRedis, EmbeddedServerError, running_server_url
-from proxy.store.keys import SessionKeys
+from proxy.store.keys import SessionKeys, TenantKeys
 from proxy.store.redis_store import LoadedSession, SessionDump, Store, StoredTurn
 
 __all__ = [
@@ -12,5 +12,6 @@ __all__ = [
     "SessionKeys",
     "Store",
     "StoredTurn",
+    "TenantKeys",
     "running_server_url",
 ]

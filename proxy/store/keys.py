@@ -38,7 +38,7 @@ class SessionKeys:
 
     @property
     def links(self) -> str:
-        """hash: seq -> "parent depth chain_hash" (what the Lua scripts walk)."""
+        """hash: seq -> "parent depth chain_hash message_hashes" (what the Lua scripts walk)."""
         return f"{self._base}:links"
 
     @property
@@ -57,8 +57,34 @@ class SessionKeys:
         return f"{self._base}:archive"
 
     @property
+    def ends(self) -> str:
+        """hash: a completed turn's output hash -> its seq (how a trimming client's window is found)."""
+        return f"{self._base}:ends"
+
+    @property
     def compaction_lock(self) -> str:
         return f"{LOCK_PREFIX}:{{{self.tenant}:{self.session}}}:compaction"
 
     def all(self) -> list[str]:
-        return [self.meta, self.turns, self.links, self.chain, self.events, self.archive]
+        return [self.meta, self.turns, self.links, self.chain, self.events, self.archive, self.ends]
+
+
+@dataclass(frozen=True)
+class TenantKeys:
+    """Keys of one tenant (one hash tag, so one cluster slot per tenant)."""
+
+    tenant: str
+
+    @property
+    def _base(self) -> str:
+        return f"{PREFIX}:{{t:{self.tenant}}}"
+
+    @property
+    def derived_ends(self) -> str:
+        """hash: a completed turn's output hash -> its derived session id."""
+        return f"{self._base}:derived-ends"
+
+    @property
+    def derived_ages(self) -> str:
+        """zset: the output hashes of `derived_ends` by the time they were written."""
+        return f"{self._base}:derived-ages"

@@ -23,10 +23,13 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from proxy.errors import StoreUnavailable
-from proxy.store.keys import SESSION_INDEX, SessionKeys
+from proxy.store.keys import SESSION_INDEX, SessionKeys, TenantKeys
 from proxy.types import JSONObject
 
 log = logging.getLogger("context_proxy.store")
+
+DERIVED_INDEX_SIZE = 100_000
+"""Most turn ends a tenant's derived-session index keeps (oldest out first)."""
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,16 @@ class LoadedSession:
     parent: int
     matched: int
     found: bool
+    """Some of the request is in the journal: a prefix (a full-history client) or, with
+    `trimmed`, a run that a trimming client's window starts with."""
+    trimmed: bool
     window_applies: bool
     window: JSONObject | None
     usage: JSONObject | None
     breaker: str
-    window_id: str
-    """The session's epoch and current window id: what a cached path is valid for."""
+    version: str
+    """"<epoch>:<window id>": what a cached path is valid for (a recreated session has a new
+    epoch, a compaction a new window)."""
     extends: bool
     """True when `turns` continue the caller's cached path (only the new ones are sent)."""
     turns: list[tuple[int, JSONObject]]
@@ -102,6 +109,7 @@ class Store:
         self._append_turn = _Script(client, "append_turn")
         self._load_context = _Script(client, "load_context")
         self._save_window = _Script(client, "save_window")
+        self._index_turn_end = _Script(client, "index_turn_end")
 
     @classmethod
     async def connect(cls, url: str, *, attempts: int = 5) -> Store:
@@ -128,25 +136,37 @@ class Store:
             return False
 
     async def load_context(
-        self, keys: SessionKeys, offset: int, prefix_hashes: list[str], *, known: int = -1, known_window: str = ""
+        self, keys: SessionKeys, offset: int, prefix_hashes: list[str], *, known: int = -1, known_version: str = ""
     ) -> LoadedSession:
-        """Where the request attaches and the path to it; only the turns after `known` if it is on it."""
-        args: list[str | int] = [offset, known, known_window, *prefix_hashes]
+        """Where a request attaches, by the longest prefix of its conversation the journal holds
+        (`prefix_hashes`: chain hashes, the first covering `offset + 1` messages), and the path
+        to it; only the turns after `known` if it is on that path."""
+        return await self._load(keys, ["prefix", known, known_version, offset, *prefix_hashes])
+
+    async def load_overlap(
+        self, keys: SessionKeys, message_hashes: list[str], *, known: int = -1, known_version: str = ""
+    ) -> LoadedSession:
+        """Where a trimming client's conversation attaches: the turn that ends the run of the
+        session's path its window starts with (see `load_context.lua`), and the path to it."""
+        return await self._load(keys, ["overlap", known, known_version, 0, *message_hashes])
+
+    async def _load(self, keys: SessionKeys, args: list[str | int]) -> LoadedSession:
         with _mapped():
-            raw = await self._load_context(keys=[keys.meta, keys.turns, keys.links, keys.chain], args=args)
-        head, parent, matched, found, applies, window, usage, breaker, window_id, extends = raw[:10]
+            raw = await self._load_context(keys=[keys.meta, keys.turns, keys.links, keys.chain, keys.ends], args=args)
+        head, parent, matched, found, applies, window, usage, breaker, version, extends = raw[:10]
         rest = raw[10:]
         turns = [(int(rest[i]), orjson.loads(rest[i + 1])) for i in range(0, len(rest), 2)]
         return LoadedSession(
             head=int(head),
             parent=int(parent),
             matched=int(matched),
-            found=bool(found),
+            found=int(found) > 0,
+            trimmed=int(found) == 2,
             window_applies=bool(applies),
             window=orjson.loads(window) if window else None,
             usage=orjson.loads(usage) if usage else None,
             breaker=breaker.decode() if isinstance(breaker, bytes) else str(breaker),
-            window_id=window_id.decode() if isinstance(window_id, bytes) else str(window_id),
+            version=version.decode() if isinstance(version, bytes) else str(version),
             extends=bool(extends),
             turns=turns,
         )
@@ -206,6 +226,21 @@ class Store:
         with _mapped():
             landed = await self._save_window(keys=keys.all(), args=args)
         return bool(landed)
+
+    async def find_derived(self, keys: TenantKeys, output_hashes: list[str]) -> str | None:
+        """The derived session whose turn ended with the first of `output_hashes` found."""
+        with _mapped():
+            found = await self._redis.hmget(keys.derived_ends, output_hashes)
+        for session in found:
+            if session is not None:
+                return session.decode() if isinstance(session, bytes) else str(session)
+        return None
+
+    async def index_derived(self, keys: TenantKeys, output_hash: str, session: str, *, ttl_s: int) -> None:
+        """Remember that a derived session's turn ended with this output (bounded, expiring)."""
+        args: list[bytes | str | int] = [output_hash, session, int(time.time()), ttl_s, DERIVED_INDEX_SIZE]
+        with _mapped():
+            await self._index_turn_end(keys=[keys.derived_ends, keys.derived_ages], args=args)
 
     async def record_event(self, keys: SessionKeys, event: JSONObject, *, breaker: str | None, ttl_s: int) -> None:
         """Journal a non-turn entry (a failed compaction) and set the breaker count."""

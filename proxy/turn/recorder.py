@@ -6,7 +6,8 @@ A request that ends any other way (the client left, the upstream failed) is reco
 as it ended. The write runs in a task the request cannot cancel (`PendingWrites`), and
 shutdown waits for such writes before it closes the store. A completed answer's
 `usage.prompt_tokens` is fed back: into the session (the next budget check) and into
-the model's calibration.
+the model's calibration. A derived session's completed turn is indexed by its output, so
+that the client's next request finds the session (`derived.py`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from proxy.context.tokens import Encoder, TokenCounter, count_message
 from proxy.sessions import TurnDraft, message_hash
 from proxy.store import SessionKeys, Store
+from proxy.turn.derived import DerivedSessions
 from proxy.turn.pending import PendingWrites
 from proxy.turn.relay import Outcome
 
@@ -31,6 +33,7 @@ class TurnRecorder:
         sent_tokens: int,
         encoder: Encoder,
         ttl_s: int,
+        derived: DerivedSessions | None,
     ) -> None:
         self._store = store
         self._writes = writes
@@ -41,6 +44,7 @@ class TurnRecorder:
         self._sent_tokens = sent_tokens
         self._encoder = encoder
         self._ttl_s = ttl_s
+        self._derived = derived
         self._recorded = False
 
     async def record(self, outcome: Outcome) -> None:
@@ -74,3 +78,6 @@ class TurnRecorder:
             ttl_s=self._ttl_s,
             usage=feedback,
         )
+        if self._derived is not None and outcome.status == "completed" and record["hashes"]:
+            keys = self._keys
+            await self._derived.record(keys.tenant, record["hashes"][-1], keys.session, ttl_s=self._ttl_s)

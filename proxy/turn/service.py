@@ -1,6 +1,7 @@
 """A managed turn's lifecycle, told in order, with its dependencies in one object.
 
-identify (the HTTP edge) -> load and reconcile -> count the new input -> fit under
+identify (the HTTP edge) -> load and reconcile (the request's system block apart from its
+conversation; a derived session found by the conversation) -> count the new input -> fit under
 budget (maybe compact, and land it) -> compose -> forward (once more, compacted, if the
 upstream names a smaller window than assumed) -> relay -> record the turn (feeding its
 usage back) -> background work. `TurnDeps` is built once at start-up; nothing here
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiohttp import web
 
@@ -26,15 +27,18 @@ from proxy.context.limits import ModelLimits
 from proxy.context.tokens import Encoder, TokenCounter, request_overhead
 from proxy.context.window import archive_uri
 from proxy.events import EventBus, UpstreamAnswered, WindowLearned
-from proxy.sessions import Identity, TurnDraft
+from proxy.sessions import Identity, TurnDraft, message_hash
+from proxy.sessions.reconcile import split_leading
 from proxy.store import Store
 from proxy.turn.background import background_job
 from proxy.turn.conversation import Conversation, load_conversation
+from proxy.turn.derived import DerivedSessions, new_session_id
 from proxy.turn.forward import CHAT_PATH, forward, refusal_message
 from proxy.turn.pending import PendingWrites
 from proxy.turn.recorder import TurnRecorder
 from proxy.turn.relay import Outcome, StreamRelay, relay_json
 from proxy.turn.request import ChatRequest
+from proxy.types import Message
 from proxy.upstream import UpstreamClient, UpstreamResponse
 
 log = logging.getLogger("context_proxy.turn")
@@ -56,13 +60,16 @@ class TurnDeps:
     writes: PendingWrites
     jobs: BackgroundJobs
     events: EventBus
+    derived: DerivedSessions
 
 
 @dataclass(frozen=True)
 class Caller:
     """Who asks, as the HTTP edge identified them."""
 
-    identity: Identity
+    tenant: str
+    session: str | None
+    """The session the caller named; None: found (or started) from the conversation."""
     authorization: str | None
     headers: Mapping[str, str]
     """The client's request headers (forwarded upstream less hop-by-hop and the proxy's own)."""
@@ -82,6 +89,8 @@ class _Plan:
     strategy: Strategy
     summarizer: Summarizer
     landing: Landing
+    system: tuple[list[Message], list[int]] | None
+    """The request's own leading block and its token counts, when it differs from the session's."""
 
 
 class TurnService:
@@ -91,8 +100,10 @@ class TurnService:
     async def begin(self, chat: ChatRequest, caller: Caller, spec: tuple[str, ...]) -> ActiveTurn:
         """Load, reconcile, fit under budget and forward; the answer is not read yet."""
         d = self.deps
-        conversation = await load_conversation(d.store, d.paths, caller.identity, chat.messages)
+        leading, messages = split_leading(chat.messages)
+        conversation = await self._load(caller, messages)
         encoder = await d.tokens.encoder_for(chat.model)
+        conversation, system = await self._with_request_system(conversation, leading, encoder)
         context = d.settings.context
         plan = _Plan(
             chat=chat,
@@ -109,6 +120,7 @@ class TurnService:
                 timeout_s=context.compression_timeout_s,
             ),
             landing=Landing(d.store, conversation.keys, d.events, d.settings.sessions.ttl_s, caller.request_id),
+            system=system,
         )
         fitted, budget = await self._fit_under_budget(plan)
         answer = await self._forward(plan, fitted)
@@ -117,6 +129,33 @@ class TurnService:
             fitted, budget = await self._fit_under_budget(plan)
             answer = await self._forward(plan, fitted)
         return ActiveTurn(self.deps, plan, fitted, budget, answer)
+
+    async def _load(self, caller: Caller, messages: list[Message]) -> Conversation:
+        """The named session, or the derived one the conversation continues, or a new one."""
+        d = self.deps
+        if caller.session is not None:
+            return await load_conversation(d.store, d.paths, Identity(caller.tenant, caller.session, False), messages)
+        found = await d.derived.find(caller.tenant, messages)
+        if found is not None:
+            conversation = await load_conversation(d.store, d.paths, Identity(caller.tenant, found, True), messages)
+            if not conversation.reconciled.from_root:
+                return conversation
+        identity = Identity(caller.tenant, new_session_id(), derived=True)
+        return Conversation.new(identity, messages, [message_hash(m) for m in messages])
+
+    async def _with_request_system(
+        self, conversation: Conversation, leading: list[Message], encoder: Encoder
+    ) -> tuple[Conversation, tuple[list[Message], list[int]] | None]:
+        """The request's leading block replaces the session's for this turn (the latest wins)."""
+        if not leading:
+            return conversation, None
+        hashes = tuple(message_hash(m) for m in leading)
+        history = conversation.history
+        if hashes == history.window.leading_hashes:
+            return conversation, None
+        tokens = await self.deps.tokens.count_messages(encoder, leading)
+        history = history.with_leading(leading, tokens, hashes)
+        return replace(conversation, history=history), (leading, tokens)
 
     async def _fit_under_budget(self, plan: _Plan) -> tuple[Fitted, Budget]:
         """Check the budget, compact if the strategy says so, and land what happened."""
@@ -189,7 +228,7 @@ class ActiveTurn:
 
     def response_headers(self) -> dict[str, str]:
         return {
-            "X-Session-Id": self._plan.caller.identity.session,
+            "X-Session-Id": self._plan.conversation.identity.session,
             "X-Context-Window-Id": self.window_id,
             "X-Context-Tokens": str(self.sent_tokens),
             STRATEGY_HEADER: self._plan.strategy.name,
@@ -225,6 +264,8 @@ class ActiveTurn:
             request_id=plan.caller.request_id,
             window=self.window_id,
             stream=plan.chat.stream,
+            system=plan.system[0] if plan.system else None,
+            system_tokens=plan.system[1] if plan.system else [],
         )
         return TurnRecorder(
             store=d.store,
@@ -236,6 +277,7 @@ class ActiveTurn:
             sent_tokens=self.sent_tokens,
             encoder=plan.encoder,
             ttl_s=d.settings.sessions.ttl_s,
+            derived=d.derived if plan.conversation.identity.derived else None,
         )
 
     def _start_background(self) -> None:
@@ -243,7 +285,7 @@ class ActiveTurn:
         job = background_job(
             landing=plan.landing,
             paths=d.paths,
-            identity=plan.caller.identity,
+            identity=plan.conversation.identity,
             strategy=plan.strategy,
             summarizer=plan.summarizer,
             budget=self._budget,
@@ -258,7 +300,7 @@ class ActiveTurn:
         plan, fitted = self._plan, self._fitted
         log.debug(
             "chat request=%s session=%s window=%s strategy=%s sent_tokens=%d new_messages=%d parent=%s compaction=%s",
-            plan.caller.request_id, plan.caller.identity.session, self.window_id, plan.strategy.name,
+            plan.caller.request_id, plan.conversation.identity.session, self.window_id, plan.strategy.name,
             self.sent_tokens, len(plan.conversation.reconciled.new_input), plan.conversation.reconciled.parent,
             fitted.result.strategy if fitted.result else fitted.failure or fitted.skipped,
         )  # fmt: skip

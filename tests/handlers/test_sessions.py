@@ -164,7 +164,7 @@ async def test_streamed_tool_calls_are_assembled(proxy: Proxy) -> None:
     tool = {"role": "tool", "tool_call_id": call_id, "content": "sunny"}
     await client.chat.completions.create(model="gpt-4o-mini", messages=[tool])
     seen = proxy.fake.chats[-1]["messages"]
-    assert seen[1]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"q": 1}'}
+    assert seen[1]["tool_calls"][0]["function"] == {"name": "weather", "arguments": '{"q": 1, "scope": "all"}'}
     assert seen[2] == tool
 
 

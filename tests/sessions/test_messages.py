@@ -54,3 +54,17 @@ def test_digest_reuses_the_shared_prefix_and_matches_a_fresh_digest() -> None:
     previous = digest(first)
     for messages in (second, edited, first[:1], []):
         assert digest(messages, previous) == digest(messages)
+
+
+def test_tool_calls_are_the_same_whatever_the_formatting_of_their_arguments() -> None:
+    def call(arguments: str) -> dict[str, object]:
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": arguments}}]}  # fmt: skip
+
+    written = message_hash(call('{"q": 1, "opts": {"deep": true, "n": [1, 2]}}'))
+    assert message_hash(call('{"q":1,"opts":{"deep":true,"n":[1,2]}}')) == written, "compact (pydantic-ai)"
+    assert message_hash(call('{"opts": {"n": [1, 2], "deep": true}, "q": 1}')) == written, "keys reordered"
+    assert message_hash(call('{\n  "q": 1,\n  "opts": {"deep": true, "n": [1, 2]}\n}')) == written, "indented"
+    assert message_hash(call('{"q": 2, "opts": {"deep": true, "n": [1, 2]}}')) != written, "another value"
+    assert message_hash(call('{"q": 1, "opts": {"deep": true, "n": [2, 1]}}')) != written, "list order counts"
+    assert message_hash(call("not json {")) == message_hash(call("not json {")) != message_hash(call("not json"))

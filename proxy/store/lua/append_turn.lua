@@ -1,5 +1,5 @@
 -- Append one turn to a session's journal, atomically.
--- KEYS: 1 meta, 2 turns, 3 links, 4 chain, 5 events, 6 archive, 7 session index
+-- KEYS: 1 meta, 2 turns, 3 links, 4 chain, 5 events, 6 archive, 7 ends, 8 session index
 -- ARGV: 1 turn JSON, 2 parent ("head" or a seq, -1 = root), 3 completed ("1"/"0"),
 --       4 ttl seconds, 5 message hashes of the turn (space separated, input then output),
 --       6 now (unix seconds), 7 session index member, 8 usage feedback JSON ('' = none),
@@ -8,7 +8,10 @@
 -- Returns {seq, parent, depth}.
 -- A "head" parent is resolved here, at commit time: concurrent delta requests on one
 -- session are thereby journaled in commit order, each exactly once, whichever proxy
--- process serves them. Only a completed turn moves the head and enters the chain index.
+-- process serves them. Only a completed turn moves the head and enters the chain index
+-- and `ends` (its output hash -> seq, how a trimming client's window is found). A link
+-- is "parent depth chain hashes": the turn's message hashes, comma-separated, let
+-- load_context.lua check a trimmed window message by message.
 local parent = ARGV[2]
 if parent == 'head' then
   parent = redis.call('HGET', KEYS[1], 'head') or '-1'
@@ -21,7 +24,7 @@ if parent >= 0 then
   if not link then
     return redis.error_reply('parent turn ' .. parent .. ' does not exist')
   end
-  local _, d, h = string.match(link, '^(%S+) (%S+) ?(%S*)$')
+  local _, d, h = string.match(link, '^(%S+) (%S+) ?(%S*)')
   depth = tonumber(d) + 1
   chain = h
 end
@@ -36,21 +39,25 @@ if ARGV[3] == '1' then
     if i == #hashes then kind = 'e' end
     redis.call('HSET', KEYS[4], chain, kind .. seq)
   end
+  if #hashes > 0 then
+    redis.call('HSET', KEYS[7], hashes[#hashes], seq)
+  end
   redis.call('HSET', KEYS[1], 'head', seq)
   if ARGV[8] ~= '' then
     redis.call('HSET', KEYS[1], 'usage', ARGV[8])
   end
 end
-redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' ' .. chain)
+local joined = string.gsub(ARGV[5], ' ', ',')
+redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' ' .. chain .. ' ' .. joined)
 redis.call('HSET', KEYS[2], seq, ARGV[1])
 redis.call('HSET', KEYS[1], 'updated', ARGV[6])
 redis.call('HSETNX', KEYS[1], 'created', ARGV[6])
 redis.call('HSETNX', KEYS[1], 'epoch', ARGV[9])
 local ttl = tonumber(ARGV[4])
-for i = 1, 6 do
+for i = 1, 7 do
   redis.call('EXPIRE', KEYS[i], ttl)
 end
-redis.call('ZADD', KEYS[7], ARGV[6], ARGV[7])
+redis.call('ZADD', KEYS[8], ARGV[6], ARGV[7])
 -- sessions whose keys have expired leave the index too
-redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', tonumber(ARGV[6]) - ttl)
+redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', tonumber(ARGV[6]) - ttl)
 return {seq, parent, depth}

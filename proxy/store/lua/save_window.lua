@@ -1,5 +1,5 @@
 -- Land a compaction: new window state, boundary, journal event and archived span, atomically.
--- KEYS: 1 meta, 2 turns, 3 links, 4 chain, 5 events, 6 archive
+-- KEYS: 1 meta, 2 turns, 3 links, 4 chain, 5 events, 6 archive, 7 ends
 -- ARGV: 1 expected current window id, 2 window JSON, 3 boundary seq, 4 event JSON,
 --       5 archive id, 6 span JSON, 7 ttl seconds, 8 a turn that must be on the head's
 --       path ('' = no check; a background job passes its boundary turn)
@@ -42,7 +42,7 @@ if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[6], ARGV[5], ARGV[6])
 end
 local ttl = tonumber(ARGV[7])
-for i = 1, 6 do
+for i = 1, 7 do
   redis.call('EXPIRE', KEYS[i], ttl)
 end
 return 1
