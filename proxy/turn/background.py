@@ -10,7 +10,6 @@ process `BackgroundJobs` does.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 
 from proxy.compaction import Landing
@@ -21,6 +20,7 @@ from proxy.context.tokens import Encoder
 from proxy.context.window import archive_uri
 from proxy.sessions import Identity
 from proxy.store import Store
+from proxy.turn.claim import CompactionClaim
 from proxy.turn.conversation import load_conversation
 
 Job = Callable[[], Awaitable[None]]
@@ -63,15 +63,15 @@ def background_job(
 
 
 def _exclusive(store: Store, lock: str, ttl_s: float, job: Job) -> Job:
-    """`job` under a store lock: a replica that finds it taken skips its own run."""
+    """`job` under the session's compaction claim: a replica that finds it taken skips its run."""
 
-    async def locked() -> None:
-        token = uuid.uuid4().hex
-        if not await store.acquire_lock(lock, token, ttl_s):
+    async def claimed() -> None:
+        claim = CompactionClaim(store, lock, ttl_s)
+        if not await claim.acquire():
             return
         try:
             await job()
         finally:
-            await store.release_lock(lock, token)
+            await claim.release()
 
-    return locked
+    return claimed

@@ -31,6 +31,7 @@ from proxy.sessions import Identity, TurnDraft, message_hash
 from proxy.sessions.reconcile import split_leading
 from proxy.store import Store
 from proxy.turn.background import background_job
+from proxy.turn.claim import CompactionClaim
 from proxy.turn.conversation import Conversation, load_conversation
 from proxy.turn.derived import DerivedSessions, new_session_id
 from proxy.turn.forward import CHAT_PATH, forward, refusal_message
@@ -122,11 +123,11 @@ class TurnService:
             landing=Landing(d.store, conversation.keys, d.events, d.settings.sessions.ttl_s, caller.request_id),
             system=system,
         )
-        fitted, budget = await self._fit_under_budget(plan)
+        plan, fitted, budget = await self._fit_under_budget(plan)
         answer = await self._forward(plan, fitted)
         if fitted.result is None and await self._window_learned(plan, answer):
             answer.close()
-            fitted, budget = await self._fit_under_budget(plan)
+            plan, fitted, budget = await self._fit_under_budget(plan)
             answer = await self._forward(plan, fitted)
         return ActiveTurn(self.deps, plan, fitted, budget, answer)
 
@@ -157,12 +158,44 @@ class TurnService:
         history = history.with_leading(leading, tokens, hashes)
         return replace(conversation, history=history), (leading, tokens)
 
-    async def _fit_under_budget(self, plan: _Plan) -> tuple[Fitted, Budget]:
-        """Check the budget, compact if the strategy says so, and land what happened."""
-        budget = self._budget(plan)
+    async def _fit_under_budget(self, plan: _Plan) -> tuple[_Plan, Fitted, Budget]:
+        """Check the budget, compact if the strategy says so, and land what happened.
+
+        One compaction per session at a time: a request that finds another compacting
+        waits for it, reloads the session (its window has moved on) and fits that."""
+        d = self.deps
+        claim = CompactionClaim(d.store, plan.conversation.keys.compaction_lock, self._claim_ttl_s)
+        try:
+            budget = self._budget(plan)
+            fitted = await self._fit(plan, budget, claim)
+            if fitted.contended:
+                await claim.wait(d.settings.context.compression_timeout_s)
+                plan = await self._reload(plan)
+                budget = self._budget(plan)
+                fitted = await self._fit(plan, budget, claim)
+            conversation = plan.conversation
+            await plan.landing.settle(fitted, conversation.stored_window, conversation.breaker, plan.strategy.name)
+        finally:
+            await claim.release()
+        return plan, fitted, budget
+
+    @property
+    def _claim_ttl_s(self) -> float:
+        return self.deps.settings.context.compression_timeout_s * 2
+
+    async def _reload(self, plan: _Plan) -> _Plan:
+        """The plan over the session as it is now (another request compacted it meanwhile)."""
+        d = self.deps
+        leading, messages = split_leading(plan.chat.messages)
+        conversation = await load_conversation(d.store, d.paths, plan.conversation.identity, messages)
+        conversation, system = await self._with_request_system(conversation, leading, plan.encoder)
+        new_tokens = await d.tokens.count_messages(plan.encoder, conversation.reconciled.new_input)
+        return replace(plan, conversation=conversation, system=system, new_tokens=new_tokens)
+
+    async def _fit(self, plan: _Plan, budget: Budget, claim: CompactionClaim) -> Fitted:
         conversation = plan.conversation
         history = conversation.history
-        fitted = await fit(
+        return await fit(
             history,
             new_tokens=sum(plan.new_tokens),
             budget=budget,
@@ -173,9 +206,8 @@ class TurnService:
             breaker=conversation.breaker,
             usage=conversation.usage,
             preference=self.deps.settings.context.usage_preference,
+            claim=claim.acquire,
         )
-        await plan.landing.settle(fitted, conversation.stored_window, conversation.breaker, plan.strategy.name)
-        return fitted, budget
 
     def _configured_window(self, model: str) -> int:
         context = self.deps.settings.context
