@@ -44,8 +44,9 @@ def _records(depth: int) -> list[tuple[JSONObject, list[str]]]:
     encoder = tiktoken.get_encoding(FALLBACK_ENCODING)
     records = []
     for n in range(depth):
-        inputs = ([SYSTEM] if n == 0 else []) + [user_message(n)]
+        inputs = [user_message(n)]
         output = assistant_message(n)
+        system = [SYSTEM] if n == 0 else None  # the first turn carries the session's system prompt
         draft = TurnDraft(
             model="bench-model",
             input=inputs,
@@ -55,6 +56,8 @@ def _records(depth: int) -> list[tuple[JSONObject, list[str]]]:
             request_id=f"req_bench_{n}",
             window="win_0",
             stream=False,
+            system=system,
+            system_tokens=[count_message(encoder, m) for m in system or ()],
         )
         record = draft.record(
             status="completed", output=output, output_tokens=count_message(encoder, output),
