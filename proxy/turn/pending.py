@@ -1,7 +1,8 @@
 """Writes that must land although the request that started them may be cancelled.
 
 A client that goes away cancels its handler; the journal write it started must still
-complete, and shutdown must wait for it before the store closes.
+complete, and shutdown must wait for it before the store closes. `stopping` says that
+shutdown has begun, so a turn cut off now is `interrupted`, not `canceled` by its caller.
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from typing import Any
 class PendingWrites:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
+        self.stopping = False
+
+    def stop_accepting(self) -> None:
+        """Shutdown has begun: requests still running are about to be cut off."""
+        self.stopping = True
 
     async def run(self, write: Coroutine[Any, Any, None]) -> None:
         """Run `write` in its own task; cancelling the caller does not cancel it."""

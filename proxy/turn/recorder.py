@@ -3,7 +3,8 @@
 A turn is recorded when its answer is complete but before the client sees the end of
 it (the last SSE event, or the JSON body), so a client's next request always finds it.
 A request that ends any other way (the client left, the upstream failed) is recorded
-as it ended. The write runs in a task the request cannot cancel (`PendingWrites`), and
+as it ended (a request cancelled while the proxy shuts down is `interrupted`, not
+`canceled`). The write runs in a task the request cannot cancel (`PendingWrites`), and
 shutdown waits for such writes before it closes the store. A completed answer's
 `usage.prompt_tokens` is fed back: into the session (the next budget check) and into
 the model's calibration. A derived session's completed turn is indexed by its output, so
@@ -18,6 +19,7 @@ from proxy.store import SessionKeys, Store
 from proxy.turn.derived import DerivedSessions
 from proxy.turn.pending import PendingWrites
 from proxy.turn.relay import Outcome
+from proxy.turn.status import cut_off
 
 
 class TurnRecorder:
@@ -56,8 +58,9 @@ class TurnRecorder:
 
     async def _write(self, outcome: Outcome) -> None:
         draft, output = self._draft, outcome.output
+        status = cut_off(stopping=self._writes.stopping) if outcome.status == "canceled" else outcome.status
         record = draft.record(
-            status=outcome.status,  # type: ignore[arg-type]
+            status=status,  # type: ignore[arg-type]
             output=output,
             output_tokens=count_message(self._encoder, output) if output else 0,
             output_hash=message_hash(output) if output else None,

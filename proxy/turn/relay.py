@@ -5,7 +5,8 @@ assistant message and the usage): `relay_json` returns it with the response to s
 `StreamRelay` hands it to its `before_end` callback before the stream's final event.
 Upstream error answers are relayed unchanged (their
 status, headers and body) and make the turn `failed`. A client that goes away
-cancels the upstream request and makes the turn `interrupted`.
+cancels the upstream request and makes the turn `canceled`; an upstream that stalls
+makes it `interrupted` (see `status.py`).
 
 Streaming: the upstream is always asked for `include_usage`; its usage-only final
 chunk is dropped on the way back unless the client asked for it. Events are parsed
@@ -22,6 +23,7 @@ import orjson
 from aiohttp import web
 
 from proxy.errors import ProxyError
+from proxy.turn.status import ended_by
 from proxy.types import JSONObject, Message
 from proxy.upstream import SSEEvent, SSEParser, StreamAssembler, UpstreamResponse, is_usage_only, parse_chunk
 from proxy.upstream.completion import NotACompletion, error_of, parse_completion
@@ -60,7 +62,7 @@ async def relay_json(
         answer.close()
         raise
     except ProxyError as exc:
-        return _error_response(exc), Outcome("failed", error={"status": exc.status, "message": exc.message})
+        return _error_response(exc), Outcome(ended_by(exc), error={"status": exc.status, "message": exc.message})
     response = web.Response(status=answer.status, body=body, headers=_headers(answer, extra))
     if answer.status >= 400:
         return response, Outcome("failed", error=error_of(body, answer.status))
@@ -110,12 +112,12 @@ class StreamRelay:
         except ProxyError as exc:
             answer.close()
             await before_end(
-                Outcome("failed", self.assembler.message(), error={"status": exc.status, "message": exc.message})
+                Outcome(ended_by(exc), self.assembler.message(), error={"status": exc.status, "message": exc.message})
             )
             return response
         except (asyncio.CancelledError, ConnectionResetError):
             answer.close()
-            await before_end(Outcome("interrupted", self.assembler.message(), self.assembler.usage))
+            await before_end(Outcome("canceled", self.assembler.message(), self.assembler.usage))
             raise
         a = self.assembler
         outcome = Outcome("completed", a.message(), a.usage)

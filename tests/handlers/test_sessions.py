@@ -168,7 +168,7 @@ async def test_streamed_tool_calls_are_assembled(proxy: Proxy) -> None:
     assert seen[2] == tool
 
 
-async def test_client_disconnect_mid_stream_marks_turn_interrupted(proxy: Proxy) -> None:
+async def test_client_disconnect_mid_stream_marks_turn_canceled(proxy: Proxy) -> None:
     proxy.fake.chunk_delay_s = 0.05
     body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "a long story " * 30}], "stream": True}
     async with aiohttp.ClientSession() as http:
@@ -179,7 +179,7 @@ async def test_client_disconnect_mid_stream_marks_turn_interrupted(proxy: Proxy)
         if status == 200:
             break
         await asyncio.sleep(0.05)
-    assert journal["turns"][0]["status"] == "interrupted"
+    assert journal["turns"][0]["status"] == "canceled"
 
 
 async def test_edited_message_starts_a_branch_and_old_path_stays(proxy: Proxy) -> None:
