@@ -6,13 +6,9 @@ circuit breaker and leaves the history unchanged.
 
 from __future__ import annotations
 
-import importlib
-import inspect
-from collections.abc import Callable
-from typing import Any
-
 from proxy.compaction.prompts import span_chars
 from proxy.compaction.strategies.base import StrategyError, Validator
+from proxy.plugins import call, import_callable
 from proxy.types import Message
 
 SHRINK_GUARD_MIN_CHARS = 2000
@@ -46,16 +42,9 @@ def load_validator(path: str | None) -> Validator | None:
     """`package.module:function` (or dotted) -> an async validator; sync callables are wrapped."""
     if not path:
         return None
-    module_name, _, attr = path.replace(":", ".").rpartition(".")
-    try:
-        fn: Callable[..., Any] = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ValueError(f"context.validator: cannot import {path!r}: {exc}") from exc
+    fn = import_callable(path, "context.validator")
 
     async def validator(summary: str, evicted: list[Message], kept: list[Message]) -> bool:
-        result = fn(summary, evicted, kept)
-        if inspect.isawaitable(result):
-            result = await result
-        return bool(result)
+        return bool(await call(fn, summary, evicted, kept))
 
     return validator

@@ -8,6 +8,8 @@ the compression request is valid whatever tool calls the span held.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import orjson
 
@@ -60,27 +62,70 @@ def flatten(messages: list[Message]) -> str:
     return "\n\n".join(lines)
 
 
-def summarize_request(evicted: list[Message], previous: str | None) -> list[Message]:
+@dataclass(frozen=True)
+class CompressionPrompt:
+    """The compression options (per model too): `custom_compression_instructions` replaces
+    a strategy's default instructions, `compression_guidelines` are lines added to them,
+    and tool results over `tool_result_stub_threshold` tokens reach the compression model
+    as a one-line stub."""
+
+    guidelines: tuple[str, ...] = ()
+    custom_instructions: str | None = None
+    stub_threshold: int | None = None
+
+    def instructions(self, default: str) -> str:
+        text = self.custom_instructions or default
+        if self.guidelines:
+            text += "\nAlso follow these guidelines:\n" + "\n".join(f"- {line}" for line in self.guidelines)
+        return text
+
+    def stubbed(self, messages: list[Message], count_text: Callable[[str], int]) -> list[Message]:
+        """`messages` with each tool result over the threshold replaced by a stub naming its tool and size."""
+        if self.stub_threshold is None:
+            return messages
+        names: dict[str, str] = {}
+        out = []
+        for message in messages:
+            for call in message.get("tool_calls") or ():
+                names[str(call.get("id"))] = str((call.get("function") or {}).get("name"))
+            content = message.get("content")
+            if message.get("role") == "tool" and isinstance(content, str):
+                tokens = count_text(content)
+                if tokens > self.stub_threshold:
+                    name = names.get(str(message.get("tool_call_id")), "a tool")
+                    stub = f"[{name} returned {tokens} tokens; omitted before summarization]"
+                    message = {**message, "content": stub}
+            out.append(message)
+        return out
+
+
+DEFAULT_PROMPT = CompressionPrompt()
+
+
+def summarize_request(evicted: list[Message], previous: str | None, prompt: CompressionPrompt) -> list[Message]:
     parts = []
     if previous:
         parts.append(f"Summary of what came before this part:\n{previous}")
     parts.append(f"Conversation to compress:\n{flatten(evicted)}")
-    return [{"role": "system", "content": SUMMARIZE_INSTRUCTIONS}, {"role": "user", "content": "\n\n".join(parts)}]
+    instructions = prompt.instructions(SUMMARIZE_INSTRUCTIONS)
+    return [{"role": "system", "content": instructions}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-def anchor_request(evicted: list[Message], anchor: str | None) -> list[Message]:
+def anchor_request(evicted: list[Message], anchor: str | None, prompt: CompressionPrompt) -> list[Message]:
     current = anchor or "(empty: this is the first part to leave the window)"
     body = f"Current anchor:\n{current}\n\nLeaving the window now:\n{flatten(evicted)}"
-    return [{"role": "system", "content": ANCHOR_INSTRUCTIONS}, {"role": "user", "content": body}]
+    return [{"role": "system", "content": prompt.instructions(ANCHOR_INSTRUCTIONS)}, {"role": "user", "content": body}]
 
 
 def clean_summary(text: str) -> str:
-    """Drop the <analysis> scratchpad; keep the <summary> body if tagged."""
-    text = re.sub(r"<analysis>.*?</analysis>", "", text, flags=re.DOTALL)
-    match = re.search(r"<summary>(.*?)(?:</summary>|$)", text, flags=re.DOTALL)
+    """ContextChef's formatCompactSummary: drop every <analysis> scratchpad, keep the
+    <summary> body if tagged (tags in any letter case), collapse runs of three or more
+    newlines to one blank line."""
+    text = re.sub(r"<analysis>.*?</analysis>", "", text, flags=re.DOTALL | re.IGNORECASE)
+    match = re.search(r"<summary>(.*?)(?:</summary>|$)", text, flags=re.DOTALL | re.IGNORECASE)
     if match:
         text = match.group(1)
-    return text.strip()
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
 def summary_message(prefix: str, body: str, archive_uri: str) -> Message:

@@ -132,6 +132,8 @@ def compose_json(history: History, new_input: list[Message]) -> bytes:
     tail = [wire(m) for m in pair_tool_calls(tail_source)]
     settled = (u.paired for u in history.units[:-1])
     first = _first_after_leading(chain([head], settled, [tail]))
+    if first is None and not head and not history.settled_json and tail_source:
+        return orjson.dumps(compose_messages(history, new_input))  # only orphans: a placeholder goes
     if first is not None and first[1].get("role") != "user":
         if first[0] > len(head):
             return orjson.dumps(compose_messages(history, new_input))

@@ -3,7 +3,9 @@
 ContextChef's ensureValidHistory: tool results with no matching tool call are dropped,
 a tool call with no result gets a placeholder result, and the first message after
 the leading system/developer block is a user message (a placeholder user message is
-inserted when it is not). Pure; returns a new list.
+inserted when it is not), and a history that dropping orphans would leave empty becomes
+one placeholder user message (never `"messages": []`, which the API refuses). Pure;
+returns a new list.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ CONTINUATION = "[conversation continues]"
 
 
 def ensure_valid_history(messages: list[Message]) -> list[Message]:
-    return user_first(pair_tool_calls(messages))
+    paired = pair_tool_calls(messages)
+    if messages and not paired:
+        return [{"role": "user", "content": CONTINUATION}]
+    return user_first(paired)
 
 
 def pair_tool_calls(messages: list[Message]) -> list[Message]:

@@ -1,13 +1,15 @@
 """Every overflow strategy, listed once, and the registry that builds them from config.
 
 `full`, `turns`, `summarize`, `anchored` and `reset` are policies; `chain` (a list in
-config) and `background(x)` wrap others. `X-Context-Strategy` picks one per request
+config), `background(x)` and `server(x)` wrap others. The summarizing policies are built
+once per distinct set of compression options (`context` and `context.models.<name>`). `X-Context-Strategy` picks one per request
 with the same syntax (comma-separated for a chain), or `off` for a pure pass-through.
 """
 
 from __future__ import annotations
 
 from proxy.compaction.gates import load_validator
+from proxy.compaction.prompts import CompressionPrompt
 from proxy.compaction.strategies.anchored import Anchored
 from proxy.compaction.strategies.background import Background
 from proxy.compaction.strategies.base import (
@@ -21,6 +23,7 @@ from proxy.compaction.strategies.base import (
 from proxy.compaction.strategies.chain import Chain
 from proxy.compaction.strategies.full import Full
 from proxy.compaction.strategies.reset import Reset
+from proxy.compaction.strategies.server import Server, server_params, without_server
 from proxy.compaction.strategies.split import SpanCut
 from proxy.compaction.strategies.summarize import Summarize
 from proxy.compaction.strategies.turns import Turns
@@ -34,6 +37,7 @@ __all__ = [
     "CompactionResult",
     "Full",
     "Reset",
+    "Server",
     "Strategy",
     "StrategyError",
     "StrategyRegistry",
@@ -42,6 +46,8 @@ __all__ = [
     "Summary",
     "Turns",
     "UnknownStrategy",
+    "server_params",
+    "without_server",
 ]
 
 OFF = "off"
@@ -55,32 +61,51 @@ _MAX_SPECS = 256
 
 
 class StrategyRegistry:
-    """Builds the policies once from settings; `resolve` turns a spec into a strategy."""
+    """Builds the policies from settings; `build` turns a spec and a model into a strategy."""
 
-    def __init__(self, policies: dict[str, Strategy], default: tuple[str, ...], per_model: dict[str, tuple[str, ...]]):
-        self.policies = policies
-        self.default = default
-        self.per_model = per_model
-        self._built: dict[tuple[str, ...], Strategy] = {}
+    def __init__(self, context: ContextSettings) -> None:
+        self.context = context
+        self.default = context.strategy
+        self.per_model = {name: m.strategy for name, m in context.models.items() if m.strategy}
+        self._validator = load_validator(context.validator)
+        self._policies: dict[CompressionPrompt, dict[str, Strategy]] = {}
+        self._built: dict[tuple[tuple[str, ...], CompressionPrompt], Strategy] = {}
 
     @classmethod
     def from_settings(cls, context: ContextSettings) -> StrategyRegistry:
-        validator = load_validator(context.validator)
-        cut = SpanCut(context.split, context.preserve_ratio, context.preserve_recent_messages)
-        policies: dict[str, Strategy] = {
+        return cls(context)
+
+    def prompt_for(self, model: str) -> CompressionPrompt:
+        """The compression options of one model: its own, else the `context` defaults."""
+        c, m = self.context, self.context.for_model(model)
+        return CompressionPrompt(
+            guidelines=m.compression_guidelines if m.compression_guidelines is not None else c.compression_guidelines,
+            custom_instructions=m.custom_compression_instructions or c.custom_compression_instructions,
+            stub_threshold=m.tool_result_stub_threshold or c.tool_result_stub_threshold,
+        )
+
+    def policies(self, prompt: CompressionPrompt) -> dict[str, Strategy]:
+        built = self._policies.get(prompt)
+        if built is None:
+            built = self._make_policies(prompt)
+            if len(self._policies) < _MAX_SPECS:
+                self._policies[prompt] = built
+        return built
+
+    def _make_policies(self, prompt: CompressionPrompt) -> dict[str, Strategy]:
+        c, validator = self.context, self._validator
+        cut = SpanCut(c.split, c.preserve_ratio, c.preserve_recent_messages)
+        shrink = c.min_shrink_ratio
+        return {
             "full": Full(),
             "turns": Turns(
-                keep_recent=context.keep_recent,
-                compact_after=context.compact_after,
-                min_shrink_ratio=context.min_shrink_ratio,
-                validator=validator,
+                keep_recent=c.keep_recent, compact_after=c.compact_after, min_shrink_ratio=shrink,
+                validator=validator, prompt=prompt,
             ),
-            "summarize": Summarize(cut=cut, min_shrink_ratio=context.min_shrink_ratio, validator=validator),
-            "anchored": Anchored(cut=cut, min_shrink_ratio=context.min_shrink_ratio, validator=validator),
+            "summarize": Summarize(cut=cut, min_shrink_ratio=shrink, validator=validator, prompt=prompt),
+            "anchored": Anchored(cut=cut, min_shrink_ratio=shrink, validator=validator, prompt=prompt),
             "reset": Reset(),
-        }
-        per_model = {name: m.strategy for name, m in context.models.items() if m.strategy}
-        return cls(policies, context.strategy, per_model)
+        }  # fmt: skip
 
     def spec_for(self, model: str, header: str | None) -> tuple[str, ...] | None:
         """The strategy spec of one request; None means `off` (pure pass-through)."""
@@ -89,31 +114,35 @@ class StrategyRegistry:
             if parts == (OFF,):
                 return None
             for part in parts:
-                if parse_strategy_spec(part)[0] not in STRATEGY_NAMES:
+                if parse_strategy_spec(part).name not in STRATEGY_NAMES:
                     allowed = ", ".join((*STRATEGY_NAMES, OFF))
                     raise UnknownStrategy(
                         f"X-Context-Strategy: unknown strategy {part!r}; allowed: {allowed}, background(<name>), "
-                        "or a comma-separated chain"
+                        "server(<name>), or a comma-separated chain"
                     )
             if parts:
                 return parts
         return self.per_model.get(model, self.default)
 
-    def build(self, spec: tuple[str, ...]) -> Strategy:
-        """The strategy for a spec; built once per distinct spec (strategies hold no state)."""
-        built = self._built.get(spec)
+    def build(self, spec: tuple[str, ...], model: str = "") -> Strategy:
+        """The strategy for a spec and a model; built once per distinct spec and compression options
+        (strategies hold no state)."""
+        prompt = self.prompt_for(model)
+        built = self._built.get((spec, prompt))
         if built is None:
-            built = self._build(spec)
+            built = self._build(spec, self.policies(prompt))
             if len(self._built) < _MAX_SPECS:
-                self._built[spec] = built
+                self._built[(spec, prompt)] = built
         return built
 
-    def _build(self, spec: tuple[str, ...]) -> Strategy:
+    def _build(self, spec: tuple[str, ...], policies: dict[str, Strategy]) -> Strategy:
         strategies: list[Strategy] = []
         for part in spec:
-            name, background = parse_strategy_spec(part)
-            policy = self.policies[name]
-            strategies.append(Background(policy) if background else policy)
+            parsed = parse_strategy_spec(part)
+            strategy = policies[parsed.name]
+            if parsed.server:
+                strategy = Server(strategy, self.context.server.params)
+            strategies.append(Background(strategy) if parsed.background else strategy)
         if len(strategies) == 1:
             return strategies[0]
         return Chain(strategies)

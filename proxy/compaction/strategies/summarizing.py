@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from proxy.compaction.gates import check_summary, run_validator
-from proxy.compaction.prompts import clean_summary, flatten, summary_message
+from proxy.compaction.prompts import CompressionPrompt, clean_summary, flatten, summary_message
 from proxy.compaction.strategies.base import (
     CompactionInput,
     CompactionResult,
@@ -24,8 +24,8 @@ from proxy.types import Message
 
 CHUNK_SHARE = 0.6
 
-RequestBuilder = Callable[[list[Message], str | None], list[Message]]
-"""(span to compress, the summary or anchor so far) -> the compression request."""
+RequestBuilder = Callable[[list[Message], str | None, CompressionPrompt], list[Message]]
+"""(span to compress, the summary or anchor so far, the compression options) -> the compression request."""
 
 
 async def summarize_span(
@@ -34,6 +34,7 @@ async def summarize_span(
     strategy: str,
     cut: int,
     build_request: RequestBuilder,
+    prompt: CompressionPrompt,
     carried: str | None,
     prefix: str,
     min_shrink_ratio: float,
@@ -49,8 +50,8 @@ async def summarize_span(
     evicted_messages = _messages(evicted)
     limit = int(data.budget.context_window * CHUNK_SHARE)
     body = carried
-    for chunk in chunks(evicted_messages, limit, data.count_text):
-        answer = await _ask(data, build_request(chunk, body))
+    for chunk in chunks(prompt.stubbed(evicted_messages, data.count_text), limit, data.count_text):
+        answer = await _ask(data, build_request(chunk, body, prompt))
         body = clean_summary(answer.text)
     body = body or ""
     check_summary(body, evicted_messages, min_shrink_ratio=min_shrink_ratio, carried=carried)

@@ -13,7 +13,7 @@ turns, so one summary serves several turns.
 
 from __future__ import annotations
 
-from proxy.compaction.prompts import TURNS_PREFIX, summarize_request
+from proxy.compaction.prompts import DEFAULT_PROMPT, TURNS_PREFIX, CompressionPrompt, summarize_request
 from proxy.compaction.strategies.base import CompactionInput, CompactionResult, Validator
 from proxy.compaction.strategies.summarizing import previous_summary, summarize_span
 from proxy.context.budget import Budget
@@ -32,12 +32,19 @@ class Turns:
     name = "turns"
 
     def __init__(
-        self, *, keep_recent: int, compact_after: int, min_shrink_ratio: float, validator: Validator | None
+        self,
+        *,
+        keep_recent: int,
+        compact_after: int,
+        min_shrink_ratio: float,
+        validator: Validator | None,
+        prompt: CompressionPrompt = DEFAULT_PROMPT,
     ) -> None:
         self.keep_recent = keep_recent
         self.compact_after = compact_after
         self.min_shrink_ratio = min_shrink_ratio
         self.validator = validator
+        self.prompt = prompt
 
     def _cut(self, history: History) -> int:
         summarized = history.window.evicted_units
@@ -49,7 +56,7 @@ class Turns:
 
     async def compact(self, data: CompactionInput) -> CompactionResult:
         return await summarize_span(
-            data, strategy=self.name, cut=self._cut(data.history), build_request=summarize_request,
+            data, strategy=self.name, cut=self._cut(data.history), build_request=summarize_request, prompt=self.prompt,
             carried=previous_summary(data), prefix=TURNS_PREFIX,
             min_shrink_ratio=self.min_shrink_ratio, validator=self.validator,
         )  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.compaction.gates import check_summary, load_validator
+from proxy.errors import ConfigError
 from proxy.compaction.strategies import StrategyError, Summarize
 from proxy.context.compose import build_history
 from proxy.context.window import Window
@@ -48,5 +49,5 @@ async def test_summarizer_failure_is_a_strategy_error() -> None:
 
 
 def test_bad_validator_path_is_reported() -> None:
-    with pytest.raises(ValueError, match="context.validator"):
+    with pytest.raises(ConfigError, match="context.validator"):
         load_validator("no.such.module:fn")
