@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from proxy.compaction import BackgroundJobs
+from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import StrategyRegistry
 from proxy.config import Settings
 from proxy.context.cache import PathCache
@@ -27,6 +28,7 @@ from proxy.metrics import Metrics
 from proxy.store import EmbeddedRedis, Store
 from proxy.turn import PendingWrites, SessionAPI, TurnDeps, TurnService
 from proxy.turn.derived import DerivedSessions
+from proxy.turn.builder import Builders
 from proxy.upstream import UpstreamClient
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
@@ -69,7 +71,7 @@ async def _upstream_ctx(app: web.Application) -> AsyncIterator[None]:
     await app[UPSTREAM].close()
 
 
-def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry) -> CleanupContext:
+def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks, builders: Builders) -> CleanupContext:
     """The turn service, once the store and the upstream client exist."""
 
     async def turns_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -87,13 +89,19 @@ def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry) -> CleanupCo
             jobs=BackgroundJobs(),
             events=EventBus([log_event, app[METRICS].observe]),
             derived=DerivedSessions(app[STORE]),
+            hooks=hooks,
+            builders=builders,
         )
         app[TURNS] = TurnService(deps)
-        app[SESSIONS] = SessionAPI(deps.store, deps.paths, deps.tokens)
+        app[SESSIONS] = SessionAPI(deps.store, deps.paths, deps.tokens, settings=settings, events=deps.events)
         yield
         await deps.jobs.close()
 
     return turns_ctx
+
+
+async def _stop_accepting(writes: PendingWrites) -> None:
+    writes.stop_accepting()
 
 
 def create_app(settings: Settings) -> web.Application:
@@ -104,8 +112,10 @@ def create_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     strategies = StrategyRegistry.from_settings(settings.context)  # a bad validator path fails here
+    hooks, builders = Hooks(settings.context.hooks), Builders(settings.context)  # so do hooks and builders
     writes = PendingWrites()
-    app.cleanup_ctx.extend([_redis_ctx(writes), _upstream_ctx, _turns_ctx(writes, strategies)])
+    app.on_shutdown.append(lambda _: _stop_accepting(writes))
+    app.cleanup_ctx.extend([_redis_ctx(writes), _upstream_ctx, _turns_ctx(writes, strategies, hooks, builders)])
 
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
@@ -116,6 +126,8 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/v1/sessions/{id}/context", sessions.show_context)
     app.router.add_get("/v1/sessions/{id}/archive/{archive}", sessions.show_archive)
     app.router.add_delete("/v1/sessions/{id}", sessions.delete_session)
+    app.router.add_post("/v1/sessions/{id}/clear", sessions.clear_session)
+    app.router.add_post("/v1/sessions/{id}/turns/{turn}/feedback", sessions.add_feedback)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough.passthrough)
     app.router.add_route("*", "/s/{session}/v1/{tail:.*}", passthrough.passthrough)
     return app

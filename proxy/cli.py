@@ -16,10 +16,13 @@ from aiohttp import web
 
 from proxy.app import create_app
 from proxy.config import Settings, load_settings, with_overrides
-from proxy.errors import ConfigError, StoreUnavailable
-from proxy.sessions import tenant_of
+from proxy.context.cache import PathCache
+from proxy.errors import ConfigError, Conflict, StoreUnavailable
+from proxy.events import EventBus
+from proxy.sessions import Identity, tenant_of
 from proxy.sessions.view import session_view
 from proxy.store import EmbeddedRedis, EmbeddedServerError, SessionKeys, Store, running_server_url
+from proxy.turn.clear import clear_context
 
 # The path cache holds many small, long-lived objects; the default thresholds make the
 # cyclic collector walk them all every few thousand allocations. Requests allocate
@@ -45,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         ("export", "a session's whole journal as JSON"),
         ("delete", "forget a session: every key of it"),
         ("reset-breaker", "close a session's compaction circuit breaker"),
+        ("clear", "start a fresh context (the journal keeps every turn)"),
     ):
         action = actions.add_parser(name, help=text)
         action.add_argument("session")
@@ -66,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"context-proxy: {exc}", file=sys.stderr)
         return 2
-    except (EmbeddedServerError, StoreUnavailable, OSError) as exc:
+    except (EmbeddedServerError, StoreUnavailable, Conflict, OSError) as exc:
         print(f"context-proxy: {exc}", file=sys.stderr)
         return 1
 
@@ -126,6 +130,14 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
         if args.action == "delete":
             await store.delete_session(keys)
             print(f"deleted session {keys.session}")
+            return 0
+        if args.action == "clear":
+            if not await store.session_exists(keys):
+                print(f"context-proxy: no session {keys.session}", file=sys.stderr)
+                return 1
+            identity = Identity(keys.tenant, keys.session, derived=False)
+            cleared = await clear_context(store, PathCache(0), identity, EventBus([]), settings.sessions.ttl_s)
+            print(f"cleared session {keys.session}: window {cleared['window']}, {len(cleared['cleared_turns'])} turns")
             return 0
         if args.action == "reset-breaker":
             await store.reset_breaker(keys)

@@ -23,6 +23,7 @@ import yaml
 from proxy.errors import ConfigError
 
 STRATEGY_NAMES = ("full", "turns", "summarize", "anchored", "reset")
+CLEAR_TARGETS = ("tool-result", "thinking", "reasoning-tags")
 USAGE_PREFERENCES = ("max", "feed_first", "tokenizer_first")
 SPLITS = ("ratio", "recent-turns")
 
@@ -75,19 +76,48 @@ def _strategy(value: Any) -> str | None:
     if not specs:
         return "must name at least one strategy"
     for spec in specs:
-        name = parse_strategy_spec(spec)[0]
+        name = parse_strategy_spec(spec).name
+        if name == "server":
+            return f"{spec!r}: server needs a fallback strategy, e.g. server(summarize)"
         if name not in STRATEGY_NAMES:
             allowed = ", ".join(STRATEGY_NAMES)
-            return f"unknown strategy {spec!r}; allowed: {allowed}, background(<one of them>), or a list"
+            return (
+                f"unknown strategy {spec!r}; allowed: {allowed}, background(<one of them>), server(<one of them>), "
+                "background(server(<one of them>)), or a list"
+            )
     return None
 
 
-def parse_strategy_spec(spec: str) -> tuple[str, bool]:
-    """`"summarize"` -> ("summarize", False); `"background(anchored)"` -> ("anchored", True)."""
-    match = re.fullmatch(r"\s*background\(\s*([a-z-]+)\s*\)\s*", spec)
-    if match:
-        return match.group(1), True
-    return spec.strip(), False
+@dataclass(frozen=True)
+class StrategySpec:
+    """One part of a strategy spec: a policy name, maybe run in the background or behind `server`."""
+
+    name: str
+    background: bool = False
+    server: bool = False
+
+
+def _unwrap(spec: str, wrapper: str) -> str | None:
+    spec = spec.strip()
+    if spec.startswith(wrapper + "(") and spec.endswith(")"):
+        return spec[len(wrapper) + 1 : -1].strip()
+    return None
+
+
+def parse_strategy_spec(spec: str) -> StrategySpec:
+    """`"summarize"`, `"background(anchored)"`, `"server(summarize)"`, `"background(server(summarize))"`."""
+    inner = _unwrap(spec, "background")
+    background = inner is not None
+    rest = inner if inner is not None else spec.strip()
+    fallback = _unwrap(rest, "server")
+    if fallback is not None:
+        return StrategySpec(fallback, background, server=True)
+    return StrategySpec(rest, background)
+
+
+def _import_path(value: Any) -> str | None:
+    ok = re.fullmatch(r"[A-Za-z_][\w.]*[:.][A-Za-z_]\w*", value)
+    return None if ok else f"must be 'package.module:function', got {value!r}"
 
 
 def _check(fn: Check, default: Any = dataclasses.MISSING) -> Any:
@@ -127,6 +157,37 @@ class SessionSettings:
 
 
 @dataclass(frozen=True)
+class ClearTarget:
+    """One entry of `context.compact.clear`: a string is shorthand for `{target: <string>}`."""
+
+    SHORTHAND = "target"
+    target: str = _check(_one_of(*CLEAR_TARGETS), "tool-result")
+    keep_recent: int | None = _check(_positive, None)
+    tool_filter: tuple[str, ...] = ()
+    exempt_tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompactSettings:
+    """Mechanical compaction (ContextChef's `compact()`): cleared in what is sent, never in the journal."""
+
+    clear: tuple[ClearTarget, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServerStrategySettings:
+    """The `server(fallback)` strategy: what is merged into the upstream body."""
+
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    before_overflow: str | None = _check(_import_path, None)
+    after_overflow: str | None = _check(_import_path, None)
+
+
+@dataclass(frozen=True)
 class ModelSettings:
     """Per-model overrides; None means "use the `context` default"."""
 
@@ -134,6 +195,11 @@ class ModelSettings:
     trigger_ratio: float | None = _check(_ratio, None)
     strategy: tuple[str, ...] | None = _check(_strategy, None)
     encoding: str | None = None
+    tool_result_stub_threshold: int | None = _check(_positive, None)
+    compression_guidelines: tuple[str, ...] | None = None
+    custom_compression_instructions: str | None = None
+    builder: str | None = _check(_import_path, None)
+    use_preferred: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -151,10 +217,26 @@ class ContextSettings:
     compact_after: int = _check(_positive, 20)
     min_shrink_ratio: float = _check(_unit, 0.5)
     validator: str | None = None
+    tool_result_stub_threshold: int | None = _check(_positive, None)
+    compression_guidelines: tuple[str, ...] = ()
+    custom_compression_instructions: str | None = None
+    compact: CompactSettings = field(default_factory=CompactSettings)
+    server: ServerStrategySettings = field(default_factory=ServerStrategySettings)
+    hooks: HookSettings = field(default_factory=HookSettings)
+    builder: str | None = _check(_import_path, None)
+    use_preferred: bool = False
     models: Mapping[str, ModelSettings] = field(default_factory=dict)
 
     def for_model(self, model: str) -> ModelSettings:
         return self.models.get(model) or ModelSettings()
+
+    def builder_for(self, model: str) -> str | None:
+        override = self.for_model(model).builder
+        return override if override is not None else self.builder
+
+    def use_preferred_for(self, model: str) -> bool:
+        override = self.for_model(model).use_preferred
+        return override if override is not None else self.use_preferred
 
 
 @dataclass(frozen=True)
@@ -215,6 +297,12 @@ def settings_from_mapping(raw: Any) -> Settings:
         raise ConfigError(
             f"context.compact_after: must be > context.keep_recent ({context.keep_recent}), got {context.compact_after}"
         )
+    for index, rule in enumerate(context.compact.clear):
+        if rule.target != "tool-result" and (rule.keep_recent is not None or rule.tool_filter or rule.exempt_tools):
+            raise ConfigError(
+                f"context.compact.clear[{index}]: keep_recent, tool_filter and exempt_tools apply only to "
+                f"target tool-result, not {rule.target}"
+            )
     return result
 
 
@@ -245,12 +333,21 @@ def _coerce(hint: Any, value: Any, path: str) -> Any:
             return None
         (inner,) = [a for a in args if a is not type(None)]
         return _coerce(inner, value, path)
+    if hint is Any:
+        return value
     if dataclasses.is_dataclass(hint):
+        shorthand = getattr(hint, "SHORTHAND", None)
+        if shorthand is not None and isinstance(value, str):
+            value = {shorthand: value}
         return _build(hint, value, path)  # type: ignore[arg-type]
     if origin is Mapping:
         if not isinstance(value, Mapping):
             raise ConfigError(f"{path}: must be a mapping, got {_kind(value)}")
         return {str(k): _coerce(args[1], v, f"{path}.{k}") for k, v in value.items()}
+    if origin is tuple and dataclasses.is_dataclass(args[0]):
+        if not isinstance(value, list):
+            raise ConfigError(f"{path}: must be a list, got {_kind(value)}")
+        return tuple(_coerce(args[0], item, f"{path}[{i}]") for i, item in enumerate(value))
     if origin is tuple:
         items = value if isinstance(value, list) else [value]
         if not all(isinstance(item, str) for item in items):

@@ -55,6 +55,22 @@ class PayloadTooLarge(ProxyError):
     code = "request_too_large"
 
 
+class ContextBuilderFailed(ProxyError):
+    """The configured `context.builder` raised or returned something that is not a list of messages."""
+
+    status = 500
+    type = "server_error"
+    code = "context_builder_failed"
+
+
+class Conflict(ProxyError):
+    """The session changed while the request was being applied; trying again may succeed."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "conflict"
+
+
 class StoreUnavailable(ProxyError):
     """Redis cannot be reached; nothing was written."""
 

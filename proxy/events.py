@@ -126,6 +126,41 @@ class UpstreamAnswered:
     request_id: str
 
 
+@dataclass(frozen=True)
+class HookFailed:
+    """A user function (an overflow hook) raised; the proxy went on as if it changed nothing."""
+
+    hook: str
+    error: str
+    session: str
+    request_id: str
+
+
+@dataclass(frozen=True)
+class ContextCleared:
+    """A session's context was cleared (`POST /v1/sessions/{id}/clear`): a fresh lineage starts."""
+
+    session: str
+    from_window: str
+    window: str
+    cleared_seqs: tuple[int, ...]
+    archive: str | None
+    """Where the cleared span is archived (None when nothing was cleared)."""
+    created: float = field(default_factory=time.time)
+
+    def journal_entry(self) -> JSONObject:
+        return {
+            "type": "clear",
+            "strategy": "clear",
+            "summary": None,
+            "from_window": self.from_window,
+            "window": self.window,
+            "evicted_turns": list(self.cleared_seqs),
+            "archive": self.archive,
+            "created": self.created,
+        }
+
+
 Event = (
     CompactionLanded
     | CompactionStale
@@ -134,6 +169,8 @@ Event = (
     | BreakerOpened
     | WindowLearned
     | UpstreamAnswered
+    | HookFailed
+    | ContextCleared
 )
 Consumer = Callable[[Event], None]
 
@@ -162,6 +199,11 @@ def log_event(event: Event) -> None:
             _log.warning("compaction breaker opened session=%s request=%s", event.session, event.request_id)
         case UpstreamAnswered() if event.status >= 500:
             _log.warning("upstream answered %d request=%s", event.status, event.request_id)
+        case HookFailed():
+            _log.warning("%s raised (ignored) session=%s request=%s: %s", event.hook, event.session,
+                         event.request_id, event.error)  # fmt: skip
+        case ContextCleared():
+            _log.info("context cleared session=%s window=%s->%s", event.session, event.from_window, event.window)
         case WindowLearned():
             _log.warning(
                 "model %s refused a prompt: its window is %d tokens, not %d; using that (request=%s)",

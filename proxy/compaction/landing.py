@@ -4,7 +4,8 @@ A result lands with one atomic store call (new window, boundary, archived span,
 journal entry) only if the session's window is still the one it was computed from
 (and, for a background job, its boundary turn is still on the session's path); else it
 is stale and dropped. A failure is journaled and bumps the breaker. Each outcome is
-one event value that the journal entry, the log and the metrics are made from.
+one event value that the journal entry, the log and the metrics are made from; a landed
+one is also told to the `after_overflow` hook.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from proxy.compaction.breaker import LIMIT, Breaker
+from proxy.compaction.hooks import Hooks
 from proxy.compaction.runner import Fitted
 from proxy.compaction.strategies import CompactionResult
 from proxy.context.window import Window, archive_uri
@@ -35,6 +37,7 @@ class Landing:
     events: EventBus
     ttl_s: int
     request_id: str
+    hooks: Hooks | None = None
 
     async def land(
         self, base: Window, result: CompactionResult, *, seconds: float, on_path_seq: int | None = None
@@ -71,6 +74,8 @@ class Landing:
         )
         if landed:
             self.events.emit(event)
+            if self.hooks is not None:
+                await self.hooks.after_overflow(event, self.events)
         else:
             self.events.emit(
                 CompactionStale(self.keys.session, self.request_id, result.strategy, base.current, seconds)

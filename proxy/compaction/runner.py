@@ -4,7 +4,9 @@ Pure apart from awaiting the summarizer it is given: it reads the budget, holds 
 circuit breaker's verdict, runs the strategy, and returns what to send plus the
 compaction to land (the caller writes it, see `landing.py`). A failed compaction
 leaves the history unchanged; the request still goes out if it fits the hard window
-(else `ContextTooLarge`).
+(else `ContextTooLarge`). A server-managed strategy (`server(x)`) is never run and no
+window is checked: the upstream owns the context. A `before_overflow` hook, when
+configured, may veto a compaction about to run or replace the history for this request.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from proxy.compaction.breaker import Breaker
+from proxy.compaction.hooks import BeforeOverflow
 from proxy.compaction.strategies import (
     CompactionInput,
     CompactionResult,
@@ -21,10 +24,14 @@ from proxy.compaction.strategies import (
     StrategyError,
     Summarizer,
     is_background,
+    server_params,
 )
 from proxy.context.budget import Budget, effective_tokens
 from proxy.context.compose import History
 from proxy.types import JSONObject
+
+VETOED = "vetoed by context.hooks.before_overflow"
+REPLACED = "history replaced by context.hooks.before_overflow"
 
 
 @dataclass(frozen=True)
@@ -55,12 +62,17 @@ async def fit(
     usage: JSONObject | None,
     preference: str,
     claim: Callable[[], Awaitable[bool]] | None = None,
+    before: BeforeOverflow | None = None,
 ) -> Fitted:
     """What to send for one request, compacting first if the strategy says so.
 
-    `claim` is asked just before a strategy runs: False means another request (on this
-    replica or another) is compacting the session, and nothing runs (`contended`): the
-    caller waits for it and fits the history that results."""
+    A server-managed strategy is never run and no window is checked. `before` (the
+    `before_overflow` hook) may veto a compaction that is due or replace the history for
+    this request. `claim` is asked just before a strategy runs: False means another
+    request (on this replica or another) is compacting the session, and nothing runs
+    (`contended`): the caller waits for it and fits the history that results."""
+    if server_params(strategy) is not None:
+        return Fitted(history, history.total)
     local = history.total + new_tokens
     size = effective_tokens(local, usage, window_id=history.window.current, preference=preference)
     if not strategy.due(history, budget, size):
@@ -71,6 +83,13 @@ async def fit(
         return Fitted(history, history.total, skipped="circuit breaker open")
     if is_background(strategy) and budget.fits(size):
         return Fitted(history, history.total, deferred=True)
+    verdict = True if before is None else await before(history, budget, size)
+    if verdict is False:
+        budget.require_fit(local)
+        return Fitted(history, history.total, skipped=VETOED)
+    if isinstance(verdict, History):
+        budget.require_fit(verdict.total + new_tokens)
+        return Fitted(verdict, verdict.total, skipped=REPLACED)
     if claim is not None and not await claim():
         return Fitted(history, history.total, contended=True)
     data = CompactionInput(history, budget, new_tokens, summarizer, archive_uri, count_text)

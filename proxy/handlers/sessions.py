@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import orjson
 from aiohttp import web
 
+from proxy.errors import BadRequest
 from proxy.keys import SESSIONS, SETTINGS
 from proxy.sessions import Identity, tenant_of
 from proxy.sessions.identity import validate_session_id
@@ -35,3 +37,20 @@ async def show_archive(request: web.Request) -> web.Response:
 
 async def delete_session(request: web.Request) -> web.Response:
     return web.json_response(await request.app[SESSIONS].delete(_identity(request)))
+
+
+async def clear_session(request: web.Request) -> web.Response:
+    """A fresh context lineage: the journal keeps every turn and records the clear."""
+    return web.json_response(await request.app[SESSIONS].clear(_identity(request)))
+
+
+async def add_feedback(request: web.Request) -> web.Response:
+    """`{"preferred": "...", "rating": 1|-1, "comment": "..."}` appended to one turn's feedback."""
+    raw = request.match_info["turn"]
+    if not raw.isdigit():
+        raise BadRequest(f"turn must be a turn number (its seq), got {raw!r}", param="turn")
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}") from exc
+    return web.json_response(await request.app[SESSIONS].add_feedback(_identity(request), int(raw), body))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from proxy.context.window import FIRST_WINDOW
 from proxy.store import SessionDump
@@ -23,6 +26,7 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
             path.append(cur)
             cur = by_seq[cur].parent
         branches.append({"head": leaf, "active": leaf == head, "turns": path[::-1]})
+    feedback = feedback_by_turn(meta)
     turns = [
         {
             "seq": t.seq,
@@ -35,15 +39,17 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
             "tokens": sum(t.record.get("tokens") or ()),
             "created": t.record.get("created"),
             "finished": t.record.get("finished"),
+            "feedback": feedback.get(t.seq, []),
         }
         for t in dump.turns
     ]
     windows: list[dict[str, Any]] = [{"id": FIRST_WINDOW, "evicted_turns": [], "summary": None}]
     for event in dump.events:
-        if event.get("type") == "compaction":
+        if event.get("type") in ("compaction", "clear"):
             windows.append({k: event.get(k) for k in ("strategy", "evicted_turns", "summary", "archive", "created")})
             windows[-1]["id"] = event.get("window")
     current = windows[-1]["id"] if windows else FIRST_WINDOW
+    first = next((w["id"] for w in reversed(windows) if w.get("strategy") == "clear"), FIRST_WINDOW)
     return {
         "id": session,
         "object": "session",
@@ -55,8 +61,8 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
         "windows": windows,
         "window": {
             "current": current,
-            "previous": windows[-2]["id"] if len(windows) > 1 else None,
-            "first": FIRST_WINDOW,
+            "previous": windows[-2]["id"] if len(windows) > 1 and current != first else None,
+            "first": first,
         },
         "events": dump.events,
         "totals": {
@@ -66,3 +72,9 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
             "completion_tokens": sum(((t.record.get("usage") or {}).get("completion_tokens") or 0) for t in dump.turns),
         },
     }
+
+
+def feedback_by_turn(meta: Mapping[str, str]) -> dict[int, list[Any]]:
+    """Feedback entries by turn seq, as `add_feedback.lua` stores them (`feedback:<seq>` fields)."""
+    prefix = "feedback:"
+    return {int(k[len(prefix) :]): orjson.loads(v) for k, v in meta.items() if k.startswith(prefix)}

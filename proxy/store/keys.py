@@ -28,7 +28,8 @@ class SessionKeys:
 
     @property
     def meta(self) -> str:
-        """hash: seq counter, head, boundary, window state, last usage, breaker count."""
+        """hash: seq counter, head, boundary, window state, last usage, breaker count, and the
+        feedback on turns (`feedback:<seq>`: a JSON list; `preferred`: seq -> latest preferred reply)."""
         return f"{self._base}:meta"
 
     @property

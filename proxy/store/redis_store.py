@@ -110,6 +110,7 @@ class Store:
         self._load_context = _Script(client, "load_context")
         self._save_window = _Script(client, "save_window")
         self._index_turn_end = _Script(client, "index_turn_end")
+        self._add_feedback = _Script(client, "add_feedback")
 
     @classmethod
     async def connect(cls, url: str, *, attempts: int = 5) -> Store:
@@ -251,6 +252,20 @@ class Store:
                     pipe.hset(keys.meta, "breaker", breaker)
                 pipe.expire(keys.events, ttl_s)
                 await pipe.execute()
+
+    async def add_feedback(self, keys: SessionKeys, seq: int, entry: JSONObject) -> bool:
+        """Append feedback to turn `seq`; False when the session has no such turn."""
+        preferred = entry.get("preferred")
+        args: list[bytes | str | int] = [seq, orjson.dumps(entry), preferred if isinstance(preferred, str) else ""]
+        with _mapped():
+            added = await self._add_feedback(keys=[keys.meta, keys.turns], args=args)
+        return bool(added)
+
+    async def preferred_replies(self, keys: SessionKeys) -> dict[int, str]:
+        """The latest preferred reply of each turn that has one (seq -> text)."""
+        with _mapped():
+            raw = await self._redis.hget(keys.meta, "preferred")
+        return {int(seq): str(text) for seq, text in orjson.loads(raw).items()} if raw else {}
 
     async def read_archive(self, keys: SessionKeys, archive_id: str) -> list[Any] | None:
         with _mapped():

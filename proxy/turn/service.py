@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from aiohttp import web
 
 from proxy.compaction import BackgroundJobs, Fitted, Landing, fit, make_summarizer
-from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer
+from proxy.compaction.hooks import Hooks
+from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer, server_params, without_server
 from proxy.config import Settings
 from proxy.context.budget import Budget, make_budget
 from proxy.context.cache import PathCache
@@ -31,11 +32,13 @@ from proxy.sessions import Identity, TurnDraft, message_hash
 from proxy.sessions.reconcile import split_leading
 from proxy.store import Store
 from proxy.turn.background import background_job
+from proxy.turn.builder import Builders, build_context
 from proxy.turn.claim import CompactionClaim
 from proxy.turn.conversation import Conversation, load_conversation
 from proxy.turn.derived import DerivedSessions, new_session_id
 from proxy.turn.forward import CHAT_PATH, forward, refusal_message
 from proxy.turn.pending import PendingWrites
+from proxy.turn.projection import sent_history
 from proxy.turn.recorder import TurnRecorder
 from proxy.turn.relay import Outcome, StreamRelay, relay_json
 from proxy.turn.request import ChatRequest
@@ -62,6 +65,8 @@ class TurnDeps:
     jobs: BackgroundJobs
     events: EventBus
     derived: DerivedSessions
+    hooks: Hooks | None = None
+    builders: Builders | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,10 @@ class TurnService:
         encoder = await d.tokens.encoder_for(chat.model)
         conversation, system = await self._with_request_system(conversation, leading, encoder)
         context = d.settings.context
+        strategy = d.strategies.build(spec, chat.model)
+        params = server_params(strategy)
+        if params:
+            chat = replace(chat, body={**params, **chat.body})  # the client's own keys win
         plan = _Plan(
             chat=chat,
             caller=caller,
@@ -113,20 +122,23 @@ class TurnService:
             encoder=encoder,
             new_tokens=await d.tokens.count_messages(encoder, conversation.reconciled.new_input),
             overhead=request_overhead(encoder, chat.body.get("tools")),
-            strategy=d.strategies.build(spec),
+            strategy=strategy,
             summarizer=make_summarizer(
                 d.upstream,
                 model=context.compression_model or chat.model,
                 authorization=caller.authorization,
                 timeout_s=context.compression_timeout_s,
             ),
-            landing=Landing(d.store, conversation.keys, d.events, d.settings.sessions.ttl_s, caller.request_id),
+            landing=Landing(
+                d.store, conversation.keys, d.events, d.settings.sessions.ttl_s, caller.request_id, hooks=d.hooks
+            ),
             system=system,
         )
         plan, fitted, budget = await self._fit_under_budget(plan)
         answer = await self._forward(plan, fitted)
         if fitted.result is None and await self._window_learned(plan, answer):
             answer.close()
+            plan = replace(plan, strategy=without_server(plan.strategy))  # server(x): x compacts now
             plan, fitted, budget = await self._fit_under_budget(plan)
             answer = await self._forward(plan, fitted)
         return ActiveTurn(self.deps, plan, fitted, budget, answer)
@@ -193,8 +205,26 @@ class TurnService:
         return replace(plan, conversation=conversation, system=system, new_tokens=new_tokens)
 
     async def _fit(self, plan: _Plan, budget: Budget, claim: CompactionClaim) -> Fitted:
-        conversation = plan.conversation
-        history = conversation.history
+        """The history as sent (preferred replies, mechanical clearing), fitted by the strategy,
+        or chosen by the configured context builder."""
+        d, conversation, model = self.deps, plan.conversation, plan.chat.model
+        history = await sent_history(
+            conversation.history, store=d.store, keys=conversation.keys, context=d.settings.context, model=model,
+            encoder=plan.encoder,
+        )  # fmt: skip
+        builder = d.builders.for_model(model) if d.builders else None
+        if builder is not None:
+            built = await build_context(
+                builder, store=d.store, keys=conversation.keys, history=history,
+                parent=conversation.reconciled.parent, from_root=conversation.reconciled.from_root,
+                new_input=conversation.reconciled.new_input, encoder=plan.encoder,
+            )  # fmt: skip
+            budget.require_fit(built.total + sum(plan.new_tokens))
+            return Fitted(built, built.total)
+        before = d.hooks.before_for(
+            session=conversation.identity.session, request_id=plan.caller.request_id, encoder=plan.encoder,
+            events=d.events,
+        ) if d.hooks else None  # fmt: skip
         return await fit(
             history,
             new_tokens=sum(plan.new_tokens),
@@ -207,6 +237,7 @@ class TurnService:
             usage=conversation.usage,
             preference=self.deps.settings.context.usage_preference,
             claim=claim.acquire,
+            before=before,
         )
 
     def _configured_window(self, model: str) -> int:
@@ -240,8 +271,8 @@ class TurnService:
         model = plan.chat.model
         configured = self._configured_window(model)
         window = self.deps.limits.learn(model, message, configured)
-        if window is None:
-            return False
+        if window is None:  # a server-managed request compacts with its fallback on any such refusal
+            return server_params(plan.strategy) is not None and "maximum context length" in message.lower()
         self.deps.events.emit(WindowLearned(model, window, configured, plan.caller.request_id))
         return True
 
@@ -278,7 +309,7 @@ class ActiveTurn:
                 response, outcome = await relay_json(request, self._answer, self.response_headers())
                 await recorder.record(outcome)
         finally:
-            await recorder.record(Outcome("interrupted"))
+            await recorder.record(Outcome("canceled"))
         self._log()
         if self._fitted.deferred:
             self._start_background()

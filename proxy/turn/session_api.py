@@ -1,4 +1,4 @@
-"""The session API's reads and deletes, scoped to one caller's tenant.
+"""The session API's reads and writes, scoped to one caller's tenant.
 
 Each method takes an `Identity` (tenant and session) and answers with the JSON the
 API returns, or raises `SessionNotFound`; the HTTP edge turns that into a 404.
@@ -6,14 +6,19 @@ API returns, or raises `SessionNotFound`; the HTTP edge turns that into a 404.
 
 from __future__ import annotations
 
+from proxy.config import Settings
 from proxy.context.cache import PathCache
 from proxy.context.compose import compose_messages
 from proxy.context.tokens import TokenCounter, count_messages
 from proxy.context.window import archive_uri
+from proxy.events import EventBus
 from proxy.sessions import Identity
 from proxy.sessions.view import session_view
 from proxy.store import SessionKeys, Store
+from proxy.turn.clear import clear_context
 from proxy.turn.conversation import load_conversation
+from proxy.turn.feedback import parse_feedback
+from proxy.turn.projection import sent_history
 from proxy.types import JSONObject
 
 
@@ -22,10 +27,14 @@ class SessionNotFound(LookupError):
 
 
 class SessionAPI:
-    def __init__(self, store: Store, paths: PathCache, tokens: TokenCounter) -> None:
+    def __init__(
+        self, store: Store, paths: PathCache, tokens: TokenCounter, *, settings: Settings, events: EventBus
+    ) -> None:
         self._store = store
         self._paths = paths
         self._tokens = tokens
+        self._settings = settings
+        self._events = events
 
     async def journal(self, identity: Identity) -> JSONObject:
         dump = await self._store.read_session(SessionKeys(identity.tenant, identity.session))
@@ -35,11 +44,14 @@ class SessionAPI:
 
     async def next_context(self, identity: Identity, model: str) -> JSONObject:
         """Exactly the messages the next request would send before its new input."""
-        if not await self._store.session_exists(SessionKeys(identity.tenant, identity.session)):
-            raise SessionNotFound(f"no session {identity.session!r} for this API key")
+        await self._require(identity)
         conversation = await load_conversation(self._store, self._paths, identity, [])
-        messages = compose_messages(conversation.history, [])
         encoder = await self._tokens.encoder_for(model)
+        history = await sent_history(
+            conversation.history, store=self._store, keys=conversation.keys, context=self._settings.context,
+            model=model, encoder=encoder,
+        )  # fmt: skip
+        messages = compose_messages(history, [])
         return {
             "id": identity.session,
             "object": "session.context",
@@ -54,6 +66,22 @@ class SessionAPI:
         if span is None:
             raise SessionNotFound(f"no archive {archive_id!r} in session {identity.session!r} for this API key")
         return {"id": archive_id, "object": "session.archive", "uri": archive_uri(archive_id), "messages": span}
+
+    async def clear(self, identity: Identity) -> JSONObject:
+        """Start a fresh context lineage: later requests see only the leading block and pinned messages."""
+        await self._require(identity)
+        return await clear_context(self._store, self._paths, identity, self._events, self._settings.sessions.ttl_s)
+
+    async def add_feedback(self, identity: Identity, turn: int, body: object) -> JSONObject:
+        """Append feedback to one turn of the session (the turn itself is never edited)."""
+        entry = parse_feedback(body)
+        if not await self._store.add_feedback(SessionKeys(identity.tenant, identity.session), turn, entry):
+            raise SessionNotFound(f"no turn {turn} in session {identity.session!r} for this API key")
+        return {"object": "session.turn.feedback", "session": identity.session, "turn": turn, "feedback": entry}
+
+    async def _require(self, identity: Identity) -> None:
+        if not await self._store.session_exists(SessionKeys(identity.tenant, identity.session)):
+            raise SessionNotFound(f"no session {identity.session!r} for this API key")
 
     async def delete(self, identity: Identity) -> JSONObject:
         deleted = await self._store.delete_session(SessionKeys(identity.tenant, identity.session))

@@ -1,0 +1,28 @@
+"""What a session's history looks like when it is sent, before any compaction.
+
+The journal keeps every turn as it was; what goes upstream may differ in two
+configured ways, applied in this order: with `context.use_preferred` a turn's latest
+preferred reply (feedback) stands in for its output, and `context.compact.clear`
+strips content mechanically (`proxy/context/clearing.py`). Both count what they
+change, so the budget sees what is sent.
+"""
+
+from __future__ import annotations
+
+from proxy.config import ContextSettings
+from proxy.context.clearing import ClearRules, clear_history
+from proxy.context.compose import History
+from proxy.context.tokens import Encoder, count_message
+from proxy.store import SessionKeys, Store
+from proxy.turn.feedback import with_preferred
+
+
+async def sent_history(
+    history: History, *, store: Store, keys: SessionKeys, context: ContextSettings, model: str, encoder: Encoder
+) -> History:
+    if context.use_preferred_for(model):
+        history = with_preferred(history, await store.preferred_replies(keys), encoder)
+    rules = ClearRules.from_settings(context.compact)
+    if rules is not None:
+        history = clear_history(history, rules, lambda m: count_message(encoder, m))
+    return history
