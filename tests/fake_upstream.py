@@ -23,7 +23,11 @@ from aiohttp import web
 
 from proxy.context.tokens import count_message
 
-MODELS = {"gpt-4o-mini": 128_000, "gpt-4o": 128_000, "tiny-model": 3_000, "small-model": 8_000, "tiny-llama": 3_000}
+MODELS = {"gpt-4o-mini": 128_000, "gpt-4o": 128_000, "tiny-model": 3_000, "small-model": 8_000, "tiny-llama": 3_000,
+          "open-reasoner": 128_000}  # fmt: skip
+THINKS_ALOUD = {"open-reasoner"}
+"""Open-weight reasoning models served without a reasoning parser: the answer text opens
+with a `<think>...</think>` block."""
 TOKENIZER_SKEW = {"tiny-llama": 1.6}
 """Models whose own tokenizer counts this many times what cl100k_base does (a Llama behind vLLM)."""
 ALLOWED_FIELDS = {
@@ -178,6 +182,8 @@ class FakeOpenAI:
         seen = sum(1 for m in messages if m.get("role") == "user")
         reply = uuid.uuid4().hex[:6]  # a real model never answers two conversations byte for byte alike
         content = f"Answer {seen}: I read {len(messages)} messages; you said: {last[:60]} (reply {reply})"
+        if body["model"] in THINKS_ALOUD:
+            content = f"<think>The user wrote {len(last)} characters; answer plainly.</think>\n{content}"
         return {"role": "assistant", "content": content, "refusal": None, "annotations": []}
 
     async def _stream(

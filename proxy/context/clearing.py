@@ -5,10 +5,12 @@ Applied to what is sent, after the history is composed and before the budget is 
 - `tool-result`: a tool result's content becomes `CLEARED`; it keeps its `tool_call_id`.
   `keep_recent: N` keeps the N most recent clearable results of the history (at least 1);
   `tool_filter` limits clearing to those tools, `exempt_tools` never clears those (it
-  wins over `tool_filter`). The new input is never cleared and does not count.
+  wins over `tool_filter`). The new input's tool results are never cleared (the model
+  is about to read them) and do not count.
 - `thinking`: the reasoning fields of assistant messages (`reasoning_content`,
   `reasoning`, `reasoning_details`, `thinking`, `redacted_thinking`) are dropped.
 - `reasoning-tags`: `<think>...</think>` blocks in assistant text are removed.
+  These two apply to assistant messages of the new input too (`clear_new_input`).
 Pinned messages, and every message of a unit that holds one, are never cleared; nor are
 the leading block, the summary and lifted pinned turns. Pure and deterministic: the same
 history always clears the same way, so the prefix sent stays byte-stable between turns
@@ -83,6 +85,16 @@ def clear_history(history: History, rules: ClearRules, count: Callable[[Message]
                 if message is not original:
                     changes[(u, m)] = message
     return rewritten(history, changes, count)
+
+
+def clear_new_input(messages: list[Message], rules: ClearRules) -> list[Message]:
+    """The new input as sent: reasoning stripped from its assistant messages (a full-history
+    client may send them back); its tool results are left alone."""
+    if not (rules.thinking or rules.reasoning_tags):
+        return messages
+    return [
+        _stripped(m, rules) if m.get("role") == "assistant" and m.get("pinned") is not True else m for m in messages
+    ]
 
 
 def rewritten(history: History, changes: Mapping[Position, Message], count: Callable[[Message], int]) -> History:

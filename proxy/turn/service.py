@@ -38,7 +38,7 @@ from proxy.turn.conversation import Conversation, load_conversation
 from proxy.turn.derived import DerivedSessions, new_session_id
 from proxy.turn.forward import CHAT_PATH, forward, refusal_message
 from proxy.turn.pending import PendingWrites
-from proxy.turn.projection import sent_history
+from proxy.turn.projection import sent_history, sent_input
 from proxy.turn.recorder import TurnRecorder
 from proxy.turn.relay import Outcome, StreamRelay, relay_json
 from proxy.turn.request import ChatRequest
@@ -256,7 +256,8 @@ class TurnService:
 
     async def _forward(self, plan: _Plan, fitted: Fitted) -> UpstreamResponse:
         d = self.deps
-        messages_json = compose_json(fitted.history, plan.conversation.reconciled.new_input)
+        new_input = sent_input(plan.conversation.reconciled.new_input, d.settings.context)
+        messages_json = compose_json(fitted.history, new_input)
         answer, seconds = await forward(
             d.upstream, plan.chat, messages_json, plan.caller.headers, session_header=d.settings.sessions.header
         )
