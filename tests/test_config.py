@@ -65,3 +65,43 @@ def test_cli_overrides() -> None:
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(tmp_path / "nope.yaml", env={})
+
+
+def test_seed_options_parse() -> None:
+    settings = settings_from_mapping(
+        {"context": {
+            "strategy": ["server(summarize)", "reset"],
+            "compact": {"clear": [{"target": "tool-result", "keep_recent": 5, "tool_filter": ["run_bash"],
+                                   "exempt_tools": ["read_file"]}, "thinking", "reasoning-tags"]},
+            "server": {"params": {"transforms": ["middle-out"]}},
+            "compression_guidelines": ["Preserve ticket IDs verbatim"],
+            "models": {"m": {"tool_result_stub_threshold": 500, "builder": "pkg.mod:build", "use_preferred": True}},
+        }}
+    )  # fmt: skip
+    context = settings.context
+    assert [c.target for c in context.compact.clear] == ["tool-result", "thinking", "reasoning-tags"]
+    assert context.compact.clear[0].keep_recent == 5 and context.compact.clear[0].exempt_tools == ("read_file",)
+    assert context.server.params == {"transforms": ["middle-out"]}
+    assert context.builder_for("m") == "pkg.mod:build" and context.builder_for("other") is None
+    assert context.use_preferred_for("m") and not context.use_preferred_for("other")
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"compact": {"clear": ["everything"]}}, r"context.compact.clear\[0\].target: must be one of"),
+        ({"compact": {"clear": [{"target": "tool-result", "keep_recent": 0}]}},
+         r"context.compact.clear\[0\].keep_recent: must be > 0"),
+        ({"compact": {"clear": [{"target": "thinking", "keep_recent": 2}]}},
+         r"context.compact.clear\[0\]: keep_recent, tool_filter and exempt_tools apply only to target tool-result"),
+        ({"compact": {"clear": "thinking"}}, r"context.compact.clear: must be a list"),
+        ({"strategy": "server"}, r"context.strategy: 'server': server needs a fallback"),
+        ({"strategy": "server(nope)"}, r"context.strategy: unknown strategy"),
+        ({"server": {"params": ["x"]}}, r"context.server.params: must be a mapping"),
+        ({"hooks": {"before_overflow": "not a path"}}, r"context.hooks.before_overflow: must be 'package.module:function'"),
+        ({"use_preferred": "maybe"}, r"context.use_preferred: must be true or false"),
+    ],
+)  # fmt: skip
+def test_seed_option_errors_name_the_key(context: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        settings_from_mapping({"context": context})

@@ -7,9 +7,13 @@ import time
 import pytest
 
 from proxy.compaction.breaker import COOLDOWN_S, Breaker
+from proxy.compaction.hooks import Hooks
 from proxy.compaction.runner import fit
 from proxy.compaction.strategies import Background, Reset, Summarize
+from proxy.config import HookSettings
 from proxy.context.budget import ContextTooLarge
+from proxy.context.tokens import TokenCounter
+from proxy.events import EventBus, HookFailed
 from tests.context.factories import FakeSummarizer, budget, history, summarizing
 
 SUMMARIZE = summarizing(Summarize, preserve_recent=2)
@@ -67,3 +71,33 @@ async def test_background_defers_while_the_request_fits() -> None:
     assert fitted.deferred and fitted.result is None and summarizer.calls == []
     fitted = await run(history(60), budget(1000, 700), strategy=Background(Reset()))
     assert not fitted.deferred and fitted.result is not None, "runs in the foreground when the request cannot fit"
+
+
+async def test_before_overflow_replacement_is_sent_instead_and_nothing_lands() -> None:
+    events: list[object] = []
+    hooks = Hooks(HookSettings(before_overflow=f"{__name__}:keep_last_two"))
+    encoder = await TokenCounter({}).encoder_for("gpt-4o-mini")
+    before = hooks.before_for(session="s", request_id="r", encoder=encoder, events=EventBus([events.append]))
+    h = history(40)
+    fitted = await fit(
+        h, new_tokens=10, budget=budget(1000, 700), strategy=SUMMARIZE, summarizer=FakeSummarizer(),
+        archive_uri="context://archive/win_1", count_text=len, breaker=Breaker(), usage=None, preference="max",
+        before=before,
+    )  # fmt: skip
+    assert fitted.result is None and fitted.skipped and "replaced" in fitted.skipped
+    assert [m["content"] for m in fitted.history.messages()] == ["u39", "a39"]
+    assert fitted.history.window.current == "win_0"
+    assert not events
+    raising = Hooks(HookSettings(before_overflow=f"{__name__}:raises"))
+    before = raising.before_for(session="s", request_id="r", encoder=encoder, events=EventBus([events.append]))
+    assert before is not None and await before(h, budget(1000, 700), 800) is True
+    assert isinstance(events[0], HookFailed) and "boom" in events[0].error
+
+
+def keep_last_two(history: list[dict[str, str]], budget: dict[str, int]) -> list[dict[str, str]]:
+    assert budget["tokens"] > budget["trigger"]
+    return history[-2:]
+
+
+def raises(history: object, budget: object) -> None:
+    raise ValueError("boom")

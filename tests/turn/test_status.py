@@ -25,7 +25,9 @@ async def test_an_upstream_that_stalls_mid_stream_interrupts_the_turn(
     start_proxy: ProxyFactory, fake: FakeOpenAI, flushed_redis: str
 ) -> None:
     settings = make_settings(flushed_redis, fake.url, strategy="full")  # type: ignore[attr-defined]
-    proxy = await start_proxy(dataclasses.replace(settings, upstream=dataclasses.replace(settings.upstream, timeout_s=1)))
+    proxy = await start_proxy(
+        dataclasses.replace(settings, upstream=dataclasses.replace(settings.upstream, timeout_s=1))
+    )
     client = proxy.client(default_headers={"X-Session-Id": "stalled"})
     await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "before"}])
     fake.chunk_delay_s = 0.4

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from proxy.compaction.gates import check_summary, load_validator
-from proxy.errors import ConfigError
 from proxy.compaction.strategies import StrategyError, Summarize
 from proxy.context.compose import build_history
 from proxy.context.window import Window
+from proxy.errors import ConfigError
 from tests.context.factories import FakeSummarizer, budget, compaction_input, summarizing, turn
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.compaction.prompts import SUMMARY_SECTIONS, clean_summary, flatten
+from proxy.compaction.prompts import SUMMARY_SECTIONS, CompressionPrompt, clean_summary, flatten
 from proxy.compaction.strategies import Summarize
 from proxy.compaction.strategies.split import split_ratio, split_recent
 from proxy.compaction.strategies.summarizing import chunks
@@ -88,6 +88,29 @@ def test_tool_traffic_is_role_flattened() -> None:
 def test_clean_summary_strips_the_scratchpad() -> None:
     assert clean_summary("<analysis>think</analysis>\n<summary>\nbody\n</summary>") == "body"
     assert clean_summary("untagged answer") == "untagged answer"
+
+
+def test_clean_summary_matches_tags_in_any_case_and_collapses_blank_runs() -> None:
+    raw = "<Analysis>secret plan</ANALYSIS>\n<SUMMARY>\n## Task\n\n\n\n\nDone.\n</Summary>"
+    assert clean_summary(raw) == "## Task\n\nDone."
+    assert clean_summary("<analysis>a</analysis>x\n\n\ny<analysis>b</analysis>") == "x\n\ny"
+
+
+def test_compression_prompt_options() -> None:
+    prompt = CompressionPrompt(guidelines=("Keep IDs",), custom_instructions=None, stub_threshold=5)
+    assert prompt.instructions("Default.") == "Default.\nAlso follow these guidelines:\n- Keep IDs"
+    assert CompressionPrompt(custom_instructions="Mine.").instructions("Default.") == "Mine."
+    call = {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+    messages = [{"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "one two three four five six"},
+                {"role": "tool", "tool_call_id": "c1", "content": "short"}]  # fmt: skip
+    stubbed = prompt.stubbed(messages, lambda text: len(text.split()))
+    assert stubbed[1] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "[grep returned 6 tokens; omitted before summarization]",
+    }
+    assert stubbed[2] == messages[2] and stubbed[0] is messages[0]
 
 
 def test_chunks_stay_within_the_limit() -> None:
