@@ -43,7 +43,13 @@ async def test_sessions_commands(proxy: Proxy, tmp_path: Path, capsys: pytest.Ca
     assert code == 0 and "turns: 1 (1 completed)" in out
     code, out = await cli("export", "cli-sess", "--api-key", "sk-operator-test")
     assert code == 0 and orjson.loads(out)["turns"][0]["input"] == [{"role": "user", "content": "for the operator"}]
+    code, out = await cli("clear", "cli-sess")
+    assert code == 0 and "window win_1, 1 turns" in out
+    await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "after"}])
+    assert proxy.fake.chats[-1]["messages"] == [{"role": "user", "content": "after"}]
     code, out = await cli("delete", "cli-sess")
     assert code == 0
+    code, _ = await cli("clear", "cli-sess", "--tenant", "nobody")
+    assert code == 1
     code, _ = await cli("show", "cli-sess")
     assert code == 1
