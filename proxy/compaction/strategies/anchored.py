@@ -9,32 +9,13 @@ anchor must be smaller than what it was made from (the old anchor plus the span)
 
 from __future__ import annotations
 
-from proxy.compaction.prompts import ANCHOR_PREFIX, DEFAULT_PROMPT, CompressionPrompt, anchor_request
-from proxy.compaction.strategies.base import CompactionInput, CompactionResult, Validator
-from proxy.compaction.strategies.split import SpanCut
-from proxy.compaction.strategies.summarizing import summarize_span
-from proxy.context.budget import Budget
-from proxy.context.compose import History
+from proxy.compaction.prompts import ANCHOR_PREFIX, anchor_request
+from proxy.compaction.strategies.base import CompactionInput, CompactionResult
+from proxy.compaction.strategies.summarizing import CutSummarizer, summarize_span
 
 
-class Anchored:
+class Anchored(CutSummarizer):
     name = "anchored"
-
-    def __init__(
-        self,
-        *,
-        cut: SpanCut,
-        min_shrink_ratio: float,
-        validator: Validator | None,
-        prompt: CompressionPrompt = DEFAULT_PROMPT,
-    ) -> None:
-        self.cut = cut
-        self.min_shrink_ratio = min_shrink_ratio
-        self.validator = validator
-        self.prompt = prompt
-
-    def due(self, history: History, budget: Budget, tokens: int) -> bool:
-        return budget.over_trigger(tokens)
 
     async def compact(self, data: CompactionInput) -> CompactionResult:
         return await summarize_span(

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from proxy.compaction.gates import check_summary, run_validator
-from proxy.compaction.prompts import CompressionPrompt, clean_summary, flatten, summary_message
+from proxy.compaction.prompts import DEFAULT_PROMPT, CompressionPrompt, clean_summary, flatten, summary_message
 from proxy.compaction.strategies.base import (
     CompactionInput,
     CompactionResult,
@@ -19,13 +19,36 @@ from proxy.compaction.strategies.base import (
     Validator,
     lift_pinned,
 )
-from proxy.context.compose import Unit
+from proxy.compaction.strategies.split import SpanCut
+from proxy.context.budget import Budget
+from proxy.context.compose import History, Unit
 from proxy.types import Message
 
 CHUNK_SHARE = 0.6
 
 RequestBuilder = Callable[[list[Message], str | None, CompressionPrompt], list[Message]]
 """(span to compress, the summary or anchor so far, the compression options) -> the compression request."""
+
+
+class CutSummarizer:
+    """What `summarize` and `anchored` share: a token-triggered policy that cuts where `cut`
+    says and summarizes what leaves with the given gates and compression options."""
+
+    def __init__(
+        self,
+        *,
+        cut: SpanCut,
+        min_shrink_ratio: float,
+        validator: Validator | None,
+        prompt: CompressionPrompt = DEFAULT_PROMPT,
+    ) -> None:
+        self.cut = cut
+        self.min_shrink_ratio = min_shrink_ratio
+        self.validator = validator
+        self.prompt = prompt
+
+    def due(self, history: History, budget: Budget, tokens: int) -> bool:
+        return budget.over_trigger(tokens)
 
 
 async def summarize_span(
