@@ -85,9 +85,11 @@ async def statuses_after_restart(config: Path, url: str, session: str) -> list[s
     process = await start(config)
     try:
         await wait_ready(url)
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"{url}/v1/sessions/{session}", headers={"Authorization": "Bearer sk-x"}) as r:
-                journal = await r.json()
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{url}/v1/sessions/{session}", headers={"Authorization": "Bearer sk-x"}) as r,
+        ):
+            journal = await r.json()
         return [t["status"] for t in journal["turns"]]
     finally:
         process.send_signal(signal.SIGINT)
