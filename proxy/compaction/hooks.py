@@ -37,16 +37,8 @@ BeforeOverflow = Callable[[History, Budget, int], Awaitable[bool | History]]
 
 class Hooks:
     def __init__(self, settings: HookSettings) -> None:
-        self._before = (
-            import_callable(settings.before_overflow, "context.hooks.before_overflow")
-            if settings.before_overflow
-            else None
-        )
-        self._after = (
-            import_callable(settings.after_overflow, "context.hooks.after_overflow")
-            if settings.after_overflow
-            else None
-        )
+        self._before = _loaded(settings.before_overflow, "context.hooks.before_overflow")
+        self._after = _loaded(settings.after_overflow, "context.hooks.after_overflow")
 
     def before_for(self, *, session: str, request_id: str, encoder: Encoder, events: EventBus) -> BeforeOverflow | None:
         """The `before_overflow` gate of one request, or None when no hook is configured."""
@@ -83,6 +75,10 @@ class Hooks:
             await call(self._after, record)
         except Exception as exc:  # noqa: BLE001 (a user-supplied function may raise anything)
             events.emit(_failed("after_overflow", exc, event.session, event.request_id))
+
+
+def _loaded(path: str | None, key: str) -> Callable[..., Any] | None:
+    return import_callable(path, key) if path else None
 
 
 def _failed(hook: str, exc: Exception, session: str, request_id: str) -> HookFailed:
