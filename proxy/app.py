@@ -27,8 +27,8 @@ from proxy.keys import EMBEDDED, METRICS, SESSIONS, SETTINGS, STORE, TURNS, UPST
 from proxy.metrics import Metrics
 from proxy.store import EmbeddedRedis, Store
 from proxy.turn import PendingWrites, SessionAPI, TurnDeps, TurnService
-from proxy.turn.derived import DerivedSessions
 from proxy.turn.builder import Builders
+from proxy.turn.derived import DerivedSessions
 from proxy.upstream import UpstreamClient
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
