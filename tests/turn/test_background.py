@@ -101,12 +101,8 @@ async def test_two_replicas_compacting_one_session_at_once_call_the_summarizer_o
     assert not first.fake.summaries
     first.fake.summary_delay_s = 0.5
     both = await asyncio.gather(
-        a.chat.completions.with_raw_response.create(
-            model="tiny-model", messages=[{"role": "user", "content": filler(n - 1)}]
-        ),
-        b.chat.completions.with_raw_response.create(
-            model="tiny-model", messages=[{"role": "user", "content": filler(n)}]
-        ),
+        a.chat.completions.with_raw_response.create(model="tiny-model", messages=[{"role": "user", "content": filler(n - 1)}]),
+        b.chat.completions.with_raw_response.create(model="tiny-model", messages=[{"role": "user", "content": filler(n)}]),
     )
     assert len(first.fake.summaries) == 1, "one summarizer call for one compaction"
     windows = {raw.headers["X-Context-Window-Id"] for raw in both}
