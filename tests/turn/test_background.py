@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from proxy.context.window import Window
-from proxy.keys import STORE, TURNS
+from proxy.keys import STORE
 from proxy.sessions import tenant_of
 from proxy.store import SessionKeys
 from tests.conftest import ProxyFactory
@@ -81,28 +81,18 @@ async def test_two_replicas_compacting_one_session_at_once_call_the_summarizer_o
     first, second = await start_proxy(strategy="summarize"), await start_proxy(strategy="summarize")
     a = first.client(default_headers={"X-Session-Id": "contended"})
     b = second.client(default_headers={"X-Session-Id": "contended"})
-    n = 0
-    while not first.fake.summaries:  # fill the session up to just below its trigger, then one more turn
-        before = len(first.fake.chats)
-        await a.chat.completions.create(model="tiny-model", messages=[{"role": "user", "content": filler(n)}])
-        n += 1
-        if first.fake.summaries:
-            break
-        assert len(first.fake.chats) == before + 1
-    # the next turns are over the trigger on both replicas at the same moment
-    first.fake.summaries.clear()
-    keys = SessionKeys(tenant_of("Bearer sk-test", ""), "contended")
-    store = first.app[STORE]
-    await store.delete_session(keys)
-    for replica in (first, second):
-        replica.app[TURNS].deps.paths.discard((keys.tenant, keys.session))
-    for m in range(n - 1):
-        await a.chat.completions.create(model="tiny-model", messages=[{"role": "user", "content": filler(m)}])
+    sent, n = 0, 0
+    while sent < 2300:  # past the trigger (2,100 of 3,000), without compacting: strategy full
+        raw = await a.chat.completions.with_raw_response.create(
+            model="tiny-model", messages=[{"role": "user", "content": filler(n)}],
+            extra_headers={"X-Context-Strategy": "full"},
+        )  # fmt: skip
+        sent, n = int(raw.headers["X-Context-Tokens"]), n + 1
     assert not first.fake.summaries
     first.fake.summary_delay_s = 0.5
     both = await asyncio.gather(
-        a.chat.completions.with_raw_response.create(model="tiny-model", messages=[{"role": "user", "content": filler(n - 1)}]),
-        b.chat.completions.with_raw_response.create(model="tiny-model", messages=[{"role": "user", "content": filler(n)}]),
+        a.chat.completions.with_raw_response.create(model="tiny-model", messages=[{"role": "user", "content": "x"}]),
+        b.chat.completions.with_raw_response.create(model="tiny-model", messages=[{"role": "user", "content": "y"}]),
     )
     assert len(first.fake.summaries) == 1, "one summarizer call for one compaction"
     windows = {raw.headers["X-Context-Window-Id"] for raw in both}
