@@ -21,7 +21,7 @@ from proxy.context.cache import PathCache
 from proxy.context.limits import ModelLimits
 from proxy.context.tokens import TokenCounter
 from proxy.events import EventBus, log_event
-from proxy.handlers import chat, health, passthrough, session_list, sessions
+from proxy.handlers import chat, health, passthrough, session_list, sessions, ui
 from proxy.handlers.middleware import error_middleware, metrics_middleware
 from proxy.keys import EMBEDDED, METRICS, SESSIONS, SETTINGS, STORE, TURN_CONTEXTS, TURNS, UPSTREAM
 from proxy.metrics import Metrics
@@ -124,6 +124,9 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/metrics", health.metrics)
     app.router.add_post("/v1/chat/completions", chat.chat_completions)
     app.router.add_post("/s/{session}/v1/chat/completions", chat.chat_completions)
+    app.router.add_get("/ui", ui.redirect)
+    app.router.add_get("/ui/", ui.index)
+    app.router.add_get("/ui/{asset}", ui.asset)
     app.router.add_get("/v1/sessions", session_list.list_sessions)
     app.router.add_get("/v1/sessions/{id}/turns/{seq}/context", sessions.show_turn_context)
     app.router.add_get("/v1/sessions/{id}", sessions.show_session)

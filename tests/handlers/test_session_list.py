@@ -11,9 +11,9 @@ from tests.conftest import Proxy
 
 
 async def list_json(proxy: Proxy, key: str = "sk-test", query: str = "") -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"{proxy.url}/v1/sessions{query}", headers={"Authorization": f"Bearer {key}"}) as r:
-            return r.status, await r.json()
+    headers = {"Authorization": f"Bearer {key}"}
+    async with aiohttp.ClientSession() as http, http.get(f"{proxy.url}/v1/sessions{query}", headers=headers) as r:
+        return r.status, await r.json()
 
 
 async def say(proxy: Proxy, session: str, key: str = "sk-test", turns: int = 1) -> None:
