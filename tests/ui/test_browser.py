@@ -1,7 +1,8 @@
 """The session inspector in a real headless Chromium, against a running proxy.
 
 Needs the Debian packages `chromium` and `chromium-driver` (`.ci/run` installs them);
-without them the test is skipped, so the rest of the suite runs anywhere. Selenium is
+without them the test is skipped, so the rest of the suite runs anywhere (with
+REQUIRE_BROWSER=1, as in CI, it fails instead). Selenium is
 pointed at the system browser and driver: nothing is downloaded. The browser runs in a
 thread, so the proxy keeps serving on the test's event loop meanwhile.
 With UPDATE_SCREENSHOTS=1 the test saves the README's screenshots to docs/.
@@ -26,9 +27,10 @@ CHROMIUM = Path("/usr/bin/chromium")
 DRIVER = Path("/usr/bin/chromedriver")
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.exists() and DRIVER.exists()), reason="needs the chromium and chromium-driver packages"
-)
+if not (CHROMIUM.exists() and DRIVER.exists()):
+    if os.environ.get("REQUIRE_BROWSER") == "1":
+        raise RuntimeError(f"REQUIRE_BROWSER=1 but {CHROMIUM} or {DRIVER} is missing")
+    pytest.skip("needs the chromium and chromium-driver packages", allow_module_level=True)
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
