@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import Proxy, ProxyFactory
 from tests.handlers.test_sessions import session_json
-from tests.ui.scenario import EDITED, MARKUP, PINNED, SYSTEM, build_session
+from tests.ui.scenario import EDITED, MARKUP, PINNED, SYSTEM, build_session, filler
 
 
 async def turn_context(proxy: Proxy, session: str, seq: int | str, key: str = "sk-test") -> tuple[int, Any]:
@@ -75,8 +75,8 @@ async def test_a_branch_from_before_the_boundary_is_rebuilt_without_the_summary(
     await build_session(proxy, "fork", compactions=1)
     _, journal = await session_json(proxy, "fork")
     root = journal["turns"][0]
-    edit = [SYSTEM, PINNED, *root["input"][2:], root["output"], {"role": "user", "content": "start over"}]
-    edit[3] = {"role": "assistant", "content": root["output"]["content"]}
+    answer = {"role": "assistant", "content": root["output"]["content"]}
+    edit = [SYSTEM, PINNED, filler(0), answer, {"role": "user", "content": "start over"}]
     await proxy.client(default_headers={"X-Session-Id": "fork"}).chat.completions.create(
         model="tiny-model", messages=edit
     )
@@ -100,3 +100,19 @@ async def test_unknown_turns_sessions_and_keys_are_404_and_bad_seqs_400(start_pr
         status, body = await turn_context(proxy, session, seq, key)
         assert status == expected and set(body["error"]) == {"message", "type", "param", "code"}
 
+
+async def test_a_compaction_on_a_branch_that_left_before_the_boundary_is_rebuilt(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    await build_session(proxy, "refork", compactions=1)
+    _, journal = await session_json(proxy, "refork")
+    root = journal["turns"][0]
+    edit = [SYSTEM, PINNED, filler(0), {"role": "assistant", "content": root["output"]["content"]}]
+    client = proxy.client(default_headers={"X-Session-Id": "refork"})
+    await client.chat.completions.create(model="tiny-model", messages=[*edit, {"role": "user", "content": "over"}])
+    for n in range(40):  # the new branch, continued by a delta client, compacts from a fresh window
+        await client.chat.completions.create(model="tiny-model", messages=[filler(100 + n)])
+    _, journal = await session_json(proxy, "refork")
+    again = [w for w in journal["windows"][2:] if w["evicted_turns"][0] == 0]
+    assert again and again[0] != journal["windows"][-1], "the branch compacted from the root, then on from there"
+    replays = await assert_every_turn_exact(proxy, "refork")
+    assert replays[-1]["summarized"] is True
