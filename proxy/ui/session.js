@@ -30,6 +30,7 @@ export async function renderSession(root, api, session) {
   });
 
   const failures = journal.events.filter((e) => e.type === "compaction_failed");
+  const failedBy = new Map(failures.map((e) => [e.request_id, e]));
   root.append(
     el("nav", { class: "crumbs" }, el("a", { href: "#/" }, "← Sessions")),
     el("div", { class: "title-row" },
@@ -46,18 +47,23 @@ export async function renderSession(root, api, session) {
   );
 
   const timeline = el("div", { class: "timeline", id: "timeline" });
+  // a completed turn whose parent already had a completed child starts a branch
+  const forks = new Map();
+  const firstChild = new Map();
+  for (const turn of journal.turns.filter((t) => t.status === "completed")) {
+    if (firstChild.has(turn.parent)) forks.set(turn.seq, firstChild.get(turn.parent));
+    else firstChild.set(turn.parent, turn.seq);
+  }
   let band = null;
-  let previous = null;
   for (const turn of journal.turns) {
     if (!band || band.dataset.window !== turn.window) {
       band = el("section", { class: `band band-${journal.windows.findIndex((w) => w.id === turn.window) % 2}`, "data-window": turn.window, id: `band-${turn.window}` },
         el("h3", { class: "band-title" }, `answered in ${turn.window || "?"}`));
       timeline.append(band);
     }
-    const card = renderTurn(turn, previous, { renderer, evictedBy, active, select });
+    const card = renderTurn(turn, { renderer, evictedBy, failedBy, forks, active, select });
     cards.set(turn.seq, card);
     band.append(card);
-    previous = turn;
   }
   const branches = el("div", { class: "branches" }, "Branches: ",
     journal.branches.map((b) => el("span", { class: `chip${b.active ? " active" : ""}`, title: `turns ${b.turns.join(", ")}` },
@@ -65,7 +71,8 @@ export async function renderSession(root, api, session) {
   const hint = el("p", { class: "muted hint" }, "Outlined: turns the selected request carried verbatim. ",
     "Faded: turns it did not carry (summarized, evicted, on another branch, or not completed).");
   root.append(el("div", { class: "split" },
-    el("section", { class: "journal" }, el("h2", { text: "Journal" }), branches, hint, timeline), saw.root));
+    el("section", { class: "journal" }, el("h2", { text: "Journal" }), branches, renderFind(journal, cards, evictedBy, timeline), hint, timeline),
+    saw.root));
 
   return {
     async select(turn) {
@@ -114,7 +121,7 @@ function renderWindows(journal, events, renderer) {
     el("p", { class: "muted" }, `lineage: ${journal.windows.map((w) => w.id).join(" → ")}`), strip, details);
 }
 
-function renderTurn(turn, previous, { renderer, evictedBy, active, select }) {
+function renderTurn(turn, { renderer, evictedBy, failedBy, forks, active, select }) {
   const usage = turn.usage || {};
   const took = turn.finished && turn.created ? `${(turn.finished - turn.created).toFixed(2)} s` : "";
   const head = el("div", { class: "turn-head" },
@@ -125,15 +132,48 @@ function renderTurn(turn, previous, { renderer, evictedBy, active, select }) {
       `prompt ${fmtInt(usage.prompt_tokens)} (proxy ${fmtInt(turn.context_tokens)}) · completion ${fmtInt(usage.completion_tokens)}`),
     el("button", { type: "button", class: "button small saw-button", onclick: () => select(turn.seq) }, "what the model saw →"));
   const notes = [];
-  if (previous && turn.parent !== previous.seq) {
-    notes.push(el("span", { class: "chip branch" }, turn.parent < 0 ? "↳ a new root" : `↳ branches from #${turn.parent}`));
+  const sibling = forks.get(turn.seq);
+  if (sibling !== undefined) {
+    notes.push(el("span", { class: "chip branch", title: `a new branch: #${sibling} continued the same turn before` },
+      turn.parent < 0 ? "↳ a new root" : `↳ branches from #${turn.parent}`));
   }
   if (!active.has(turn.seq)) notes.push(el("span", { class: "chip muted-chip" }, turn.status === "completed" ? "not on the active branch" : "not in any later context"));
   if (evictedBy.has(turn.seq)) notes.push(el("span", { class: "chip evicted" }, `evicted by ${evictedBy.get(turn.seq)} (archived)`));
+  const failed = failedBy.get(turn.request_id);
+  if (failed) notes.push(el("span", { class: "chip status-failed" }, `compaction failed (${failed.strategy}): ${failed.reason}`));
   if (turn.error) notes.push(el("span", { class: "chip status-failed" }, `error: ${turn.error.message || JSON.stringify(turn.error)}`));
   const card = el("article", { class: `turn status-${turn.status}`, id: `turn-${turn.seq}`, "data-seq": turn.seq },
     head, notes.length ? el("div", { class: "notes" }, notes) : null);
   for (const message of turn.input || []) card.append(renderer.message(message));
   if (turn.output) card.append(renderer.message(turn.output));
   return card;
+}
+
+// "Why did the bot forget that?": find the turns that mention a text, whether they were
+// evicted, and which windows' summaries still carry it.
+function renderFind(journal, cards, evictedBy, timeline) {
+  const input = el("input", { id: "find", type: "search", placeholder: "Find a text in the journal and the summaries", "aria-label": "Find in the journal" });
+  const result = el("p", { class: "muted", id: "find-result" });
+  input.addEventListener("input", () => {
+    const needle = input.value.trim().toLowerCase();
+    timeline.classList.toggle("finding", needle !== "");
+    if (!needle) {
+      result.textContent = "";
+      for (const card of cards.values()) card.classList.remove("match");
+      return;
+    }
+    const hits = [];
+    for (const [seq, card] of cards) {
+      const hit = card.textContent.toLowerCase().includes(needle);
+      card.classList.toggle("match", hit);
+      if (hit) hits.push(seq);
+    }
+    const evicted = hits.filter((seq) => evictedBy.has(seq));
+    const summaries = journal.windows.filter((w) => w.summary && w.summary.toLowerCase().includes(needle)).map((w) => w.id);
+    result.textContent = `${hits.length} turn${hits.length === 1 ? "" : "s"} mention it` +
+      (hits.length ? ` (${hits.map((s) => `#${s}`).join(" ")})` : "") +
+      `; ${evicted.length} of them evicted; summaries that carry it: ${summaries.length ? summaries.join(", ") : "none"}.`;
+    if (hits.length) cards.get(hits[0]).scrollIntoView({ block: "center" });
+  });
+  return el("div", { class: "find" }, input, result);
 }

@@ -65,6 +65,8 @@ class Expected:
     next_messages: int
     archived: str
     """A message text of the span the last window's summary cites."""
+    carried: str
+    """The windows whose summary mentions the tool's result ("none")."""
 
 
 class Page:
@@ -116,7 +118,7 @@ def inspect(expected: Expected) -> None:
         assert len(page.all("#timeline .turn")) == expected.turns
         assert [b.get_attribute("data-window") for b in page.all("#timeline .band")] == expected.bands
         assert page.all("#timeline .turn.status-failed .chip.status-failed"), "a failed turn shows in its colour"
-        assert "branches from #0" in page.css("#timeline .chip.branch").text
+        assert [c.text for c in page.all("#timeline .chip.branch")] == ["↳ branches from #0"], "one fork: the edit"
         pair = page.css("#timeline .tool-pair")
         assert "lookup(" in pair.text and "tide tables" in pair.text, "the tool call shows with its result"
         assert page.all("#timeline .msg.pinned .chip.pin"), "the pinned message is marked"
@@ -161,6 +163,13 @@ def inspect(expected: Expected) -> None:
         driver.execute_script("document.querySelector('.split').scrollIntoView()")
         page.screenshot("inspector-saw.png")
 
+        # finding a forgotten fact: which turns said it, whether they left, which summaries carry it
+        page.css("#find").send_keys("tide tables")
+        page.text_of("#find-result", "evicted")
+        found = page.css("#find-result").text
+        assert "#4" in found and f"summaries that carry it: {expected.carried}." in found, found
+        assert page.all("#turn-4.match") and not page.all("#turn-5.match")
+
         # another key sees none of it
         page.css("#sign-out").click()
         page.sign_in(expected.url, "sk-someone-else")
@@ -195,6 +204,7 @@ async def test_the_inspector_shows_a_twice_compacted_session_and_only_to_its_key
         last_turn_messages=len(last_context["messages"]),
         next_messages=len(next_context["messages"]),
         archived=str(archived["messages"][-1]["content"])[:40],
+        carried=", ".join(w["id"] for w in journal["windows"] if "tide tables" in (w["summary"] or "")) or "none",
     )
     await asyncio.to_thread(inspect, expected)
 
