@@ -4,14 +4,15 @@ Every turn records the window it was answered in; every landed compaction's even
 every clear's) names the window it made, the window it started from, the turns it evicted and the
 summary that stands in for them. That is enough to rebuild each window as the proxy
 held it, and from it the messages a turn sent, with the functions that composed them:
-  - a window's state = its base window (or, when the base's boundary is not on the
-    path to this window's boundary, a fresh one: the compaction ran on a branch that
-    left before the base's boundary) + the evicted turns' pinned units lifted + the
-    summary, exactly as the strategies build it (`lift_pinned`, `Window.advance`);
+  - a window's state = the history its compaction saw (its base window, or a fresh one
+    when the base's boundary is not on the path to this window's boundary: the
+    compaction ran on a branch that left before it; the path up to the request that
+    compacted; that request's own system block) + the evicted units' pinned turns
+    lifted + the summary, as the strategies build it (`lift_pinned`, `Window.advance`);
   - a turn's context = its window if the window's boundary is on the turn's path
     (else a fresh window of the same lineage, as `load_context` does for such a
-    branch), the completed turns of the path after the boundary, the turn's input,
-    made valid (`compose.composed`).
+    branch), the completed turns of the path after the boundary, the turn's own system
+    block if it carried one, its input, made valid (`compose.composed`).
 Pure: a session dump in, tagged messages out.
 
 Not exact when two replicas compacted the same session at once: the one whose result

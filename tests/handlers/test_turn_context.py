@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
 import pytest
 
 from tests.conftest import Proxy, ProxyFactory
@@ -116,3 +117,37 @@ async def test_a_compaction_on_a_branch_that_left_before_the_boundary_is_rebuilt
     assert again and again[0] != journal["windows"][-1], "the branch compacted from the root, then on from there"
     replays = await assert_every_turn_exact(proxy, "refork")
     assert replays[-1]["summarized"] is True
+
+
+async def test_a_changed_system_prompt_is_rebuilt_exactly(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    await build_session(proxy, "persona", compactions=1)
+    client = proxy.client(default_headers={"X-Session-Id": "persona"})
+    pirate = {"role": "system", "content": "You are now a pirate. Answer like one."}
+    await client.chat.completions.create(model="tiny-model", messages=[pirate, filler(300)])
+    for n in range(30):  # a compaction lands while the pirate prompt is the session's
+        await client.chat.completions.create(model="tiny-model", messages=[filler(301 + n)])
+    await client.chat.completions.create(model="tiny-model", messages=[SYSTEM, filler(400)])
+    await client.chat.completions.create(model="tiny-model", messages=[filler(401)])
+    _, journal = await session_json(proxy, "persona")
+    assert len({t["window"] for t in journal["turns"]}) >= 4
+    replays = await assert_every_turn_exact(proxy, "persona")
+    firsts = [r["messages"][0] for r in replays]
+    assert pirate in firsts and firsts[-1] == SYSTEM
+    assert all(r["sources"][0]["kind"] == "leading" for r in replays)
+
+
+async def test_a_system_prompt_sent_with_a_compacting_request_that_failed_is_rebuilt(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    await build_session(proxy, "failed-persona", compactions=1)
+    _, before = await session_json(proxy, "failed-persona")
+    client = proxy.client(default_headers={"X-Session-Id": "failed-persona"})
+    pirate = {"role": "system", "content": "You are now a pirate. Answer like one."}
+    big = " ".join(filler(500 + n)["content"] for n in range(6)) + " and then fail 500"
+    with pytest.raises(openai.InternalServerError):  # it compacts under the pirate prompt, then the upstream fails
+        await client.chat.completions.create(model="tiny-model", messages=[pirate, {"role": "user", "content": big}])
+    await client.chat.completions.create(model="tiny-model", messages=[filler(600)])
+    _, after = await session_json(proxy, "failed-persona")
+    assert len(after["windows"]) == len(before["windows"]) + 1 and after["turns"][-2]["status"] == "failed"
+    replays = await assert_every_turn_exact(proxy, "failed-persona")
+    assert replays[-1]["messages"][0] == pirate, "the window kept the prompt of the request that compacted it"
