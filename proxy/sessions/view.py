@@ -12,7 +12,16 @@ from proxy.store import SessionDump
 from proxy.types import JSONObject
 
 _RECORD_FIELDS = (
-    "status", "model", "system", "input", "output", "usage", "context_tokens", "error", "request_id", "window"
+    "status",
+    "model",
+    "system",
+    "input",
+    "output",
+    "usage",
+    "context_tokens",
+    "error",
+    "request_id",
+    "window",
 )
 
 

@@ -144,6 +144,8 @@ function renderTurn(turn, { renderer, evictedBy, failedBy, forks, active, select
   if (turn.error) notes.push(el("span", { class: "chip status-failed" }, `error: ${turn.error.message || JSON.stringify(turn.error)}`));
   const card = el("article", { class: `turn status-${turn.status}`, id: `turn-${turn.seq}`, "data-seq": turn.seq },
     head, notes.length ? el("div", { class: "notes" }, notes) : null);
+  // a turn that brought its own system/developer block (the latest one leads later contexts)
+  for (const message of turn.system || []) card.append(renderer.message(message, { kind: "leading" }));
   for (const message of turn.input || []) card.append(renderer.message(message));
   if (turn.output) card.append(renderer.message(turn.output));
   return card;
