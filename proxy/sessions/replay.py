@@ -15,9 +15,9 @@ held it, and from it the messages a turn sent, with the functions that composed 
     block if it carried one, its input, made valid (`compose.composed`).
 Pure: a session dump in, tagged messages out.
 
-Not exact when two replicas compacted the same session at once: the one whose result
-did not land answered its turn in a window id that the landed compaction names, so
-that turn is shown with the landed summary.
+Not exact for a turn whose own compaction did not land (another landed first, which the
+per-session compaction claim leaves possible only once a claim timed out): it answered
+in a window id that the landed compaction names, so it is shown with the landed summary.
 """
 
 from __future__ import annotations
