@@ -60,6 +60,11 @@ export class SawPanel {
       const source = context.sources[i];
       list.append(this.renderer.message(message, { ...source, onTurn: this.onTurn }));
     });
+    if (context.caveats && context.caveats.length) {
+      this.root.append(el("div", { class: "notice caveats", id: "caveats" },
+        el("strong", {}, "Rebuilt with the default composition; the proxy is configured with options the journal does not replay:"),
+        el("ul", {}, context.caveats.map((c) => el("li", {}, c)))));
+    }
     this.root.append(list);
     return context;
   }

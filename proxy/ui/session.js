@@ -9,7 +9,7 @@ import { SawPanel } from "./saw.js";
 function lineage(journal) {
   // window id -> its compaction event (what it evicted, from which window, its summary)
   const events = new Map();
-  for (const e of journal.events) if (e.type === "compaction") events.set(e.window, e);
+  for (const e of journal.events) if (e.type === "compaction" || e.type === "clear") events.set(e.window, e);
   return events;
 }
 
@@ -148,6 +148,7 @@ function renderTurn(turn, { renderer, evictedBy, failedBy, forks, active, select
   for (const message of turn.system || []) card.append(renderer.message(message, { kind: "leading" }));
   for (const message of turn.input || []) card.append(renderer.message(message));
   if (turn.output) card.append(renderer.message(turn.output));
+  for (const entry of turn.feedback || []) card.append(renderFeedback(entry, renderer));
   return card;
 }
 
@@ -178,4 +179,13 @@ function renderFind(journal, cards, evictedBy, timeline) {
     if (hits.length) cards.get(hits[0]).scrollIntoView({ block: "center" });
   });
   return el("div", { class: "find" }, input, result);
+}
+
+function renderFeedback(entry, renderer) {
+  const rating = entry.rating === 1 ? "rated +1" : entry.rating === -1 ? "rated −1" : null;
+  return el("div", { class: "feedback" },
+    el("span", { class: "chip feedback-chip" }, "feedback"),
+    rating ? el("span", { class: `chip ${entry.rating === 1 ? "active" : "evicted"}` }, rating) : null,
+    entry.comment ? el("span", { class: "muted" }, ` “${entry.comment}”`) : null,
+    entry.preferred ? el("div", { class: "content preferred" }, "preferred reply: ", renderer.inline(entry.preferred)) : null);
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 
@@ -151,3 +152,28 @@ async def test_a_system_prompt_sent_with_a_compacting_request_that_failed_is_reb
     assert len(after["windows"]) == len(before["windows"]) + 1 and after["turns"][-2]["status"] == "failed"
     replays = await assert_every_turn_exact(proxy, "failed-persona")
     assert replays[-1]["messages"][0] == pirate, "the window kept the prompt of the request that compacted it"
+
+
+async def test_turns_after_a_clear_are_rebuilt_exactly(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    await build_session(proxy, "cleared", compactions=1)
+    async with aiohttp.ClientSession() as http:
+        url = f"{proxy.url}/v1/sessions/cleared/clear"
+        async with http.post(url, headers={"Authorization": "Bearer sk-test"}) as r:
+            assert r.status == 200
+    client = proxy.client(default_headers={"X-Session-Id": "cleared"})
+    for n in range(3):
+        await client.chat.completions.create(model="tiny-model", messages=[filler(700 + n)])
+    replays = await assert_every_turn_exact(proxy, "cleared")
+    kinds = [s["kind"] for s in replays[-1]["sources"]]
+    assert "summary" not in kinds and "pinned" in kinds and kinds[0] == "leading", "only the lead and pins survive"
+    assert replays[-1]["caveats"] == []
+
+
+async def test_options_the_journal_cannot_replay_are_named(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize", compact={"clear": ["tool-result"]}, use_preferred=True)
+    await proxy.client(default_headers={"X-Session-Id": "c"}).chat.completions.create(
+        model="tiny-model", messages=[{"role": "user", "content": "hi"}]
+    )
+    _, replay = await turn_context(proxy, "c", 0)
+    assert [c.split(":")[0] for c in replay["caveats"]] == ["context.compact.clear", "use_preferred"]

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.conftest import Proxy, ProxyFactory
 from tests.handlers.test_sessions import session_json
 from tests.ui.scenario import MARKUP, build_session
 
+FEEDBACK = {"rating": -1, "comment": "just answer it", "preferred": "Topic 7 is the tide tables."}
 CHROMIUM = Path("/usr/bin/chromium")
 DRIVER = Path("/usr/bin/chromedriver")
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -122,6 +124,8 @@ def inspect(expected: Expected) -> None:
         pair = page.css("#timeline .tool-pair")
         assert "lookup(" in pair.text and "tide tables" in pair.text, "the tool call shows with its result"
         assert page.all("#timeline .msg.pinned .chip.pin"), "the pinned message is marked"
+        feedback = page.css("#turn-3 .feedback").text
+        assert "rated −1" in feedback and FEEDBACK["comment"] in feedback and FEEDBACK["preferred"] in feedback
 
         # windows: the lineage, a summary, and its archive link opening the archived span
         cards = page.all("#windows .window-card")
@@ -188,6 +192,10 @@ def inspect(expected: Expected) -> None:
 async def test_the_inspector_shows_a_twice_compacted_session_and_only_to_its_key(start_proxy: ProxyFactory) -> None:
     proxy = await start_proxy(strategy="summarize")
     await build_session(proxy, "support-chat-42")
+    async with aiohttp.ClientSession() as http:
+        url = f"{proxy.url}/v1/sessions/support-chat-42/turns/3/feedback"
+        async with http.post(url, json=FEEDBACK, headers={"Authorization": "Bearer sk-test"}) as r:
+            assert r.status == 200
     await _neighbours(proxy)
     _, journal = await session_json(proxy, "support-chat-42")
     last = journal["turns"][-1]["seq"]
