@@ -56,6 +56,7 @@ def _records(depth: int) -> list[tuple[JSONObject, list[str]]]:
             request_id=f"req_bench_{n}",
             window="win_0",
             stream=False,
+            context_tokens=0,
             system=system,
             system_tokens=[count_message(encoder, m) for m in system or ()],
         )

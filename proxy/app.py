@@ -21,14 +21,15 @@ from proxy.context.cache import PathCache
 from proxy.context.limits import ModelLimits
 from proxy.context.tokens import TokenCounter
 from proxy.events import EventBus, log_event
-from proxy.handlers import chat, health, passthrough, sessions
+from proxy.handlers import chat, health, passthrough, session_list, sessions, ui
 from proxy.handlers.middleware import error_middleware, metrics_middleware
-from proxy.keys import EMBEDDED, METRICS, SESSIONS, SETTINGS, STORE, TURNS, UPSTREAM
+from proxy.keys import EMBEDDED, METRICS, SESSIONS, SETTINGS, STORE, TURN_CONTEXTS, TURNS, UPSTREAM
 from proxy.metrics import Metrics
 from proxy.store import EmbeddedRedis, Store
 from proxy.turn import PendingWrites, SessionAPI, TurnDeps, TurnService
 from proxy.turn.builder import Builders
 from proxy.turn.derived import DerivedSessions
+from proxy.turn.turn_context import TurnContexts
 from proxy.upstream import UpstreamClient
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
@@ -94,6 +95,7 @@ def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks
         )
         app[TURNS] = TurnService(deps)
         app[SESSIONS] = SessionAPI(deps.store, deps.paths, deps.tokens, settings=settings, events=deps.events)
+        app[TURN_CONTEXTS] = TurnContexts(deps.store, deps.tokens, deps.limits, settings.context)
         yield
         await deps.jobs.close()
 
@@ -122,6 +124,11 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/metrics", health.metrics)
     app.router.add_post("/v1/chat/completions", chat.chat_completions)
     app.router.add_post("/s/{session}/v1/chat/completions", chat.chat_completions)
+    app.router.add_get("/ui", ui.redirect)
+    app.router.add_get("/ui/", ui.index)
+    app.router.add_get("/ui/{asset}", ui.asset)
+    app.router.add_get("/v1/sessions", session_list.list_sessions)
+    app.router.add_get("/v1/sessions/{id}/turns/{seq}/context", sessions.show_turn_context)
     app.router.add_get("/v1/sessions/{id}", sessions.show_session)
     app.router.add_get("/v1/sessions/{id}/context", sessions.show_context)
     app.router.add_get("/v1/sessions/{id}/archive/{archive}", sessions.show_archive)

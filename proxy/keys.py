@@ -8,6 +8,7 @@ from proxy.config import Settings
 from proxy.metrics import Metrics
 from proxy.store import EmbeddedRedis, Store
 from proxy.turn import SessionAPI, TurnService
+from proxy.turn.turn_context import TurnContexts
 from proxy.upstream import UpstreamClient
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -17,5 +18,6 @@ METRICS = web.AppKey("metrics", Metrics)
 UPSTREAM = web.AppKey("upstream", UpstreamClient)
 TURNS = web.AppKey("turns", TurnService)
 SESSIONS = web.AppKey("sessions", SessionAPI)
+TURN_CONTEXTS = web.AppKey("turn_contexts", TurnContexts)
 
 ROUTE_MODEL = web.RequestKey("model", str)

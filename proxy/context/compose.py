@@ -116,7 +116,13 @@ class History:
 
 def compose_messages(history: History, new_input: list[Message]) -> list[Message]:
     """The messages sent upstream: history + new input, made valid, without proxy markers."""
-    return [wire(m) for m in ensure_valid_history([*history.messages(), *new_input])]
+    return [wire(m) for m in composed(history, new_input)]
+
+
+def composed(history: History, new_input: list[Message]) -> list[Message]:
+    """`compose_messages` before the proxy's markers are stripped: the history's own message
+    objects (so a caller can tell where each came from) plus any the validity rules added."""
+    return ensure_valid_history([*history.messages(), *new_input])
 
 
 def compose_json(history: History, new_input: list[Message]) -> bytes:

@@ -6,9 +6,10 @@ import orjson
 from aiohttp import web
 
 from proxy.errors import BadRequest
-from proxy.keys import SESSIONS, SETTINGS
+from proxy.keys import SESSIONS, SETTINGS, TURN_CONTEXTS
 from proxy.sessions import Identity, tenant_of
 from proxy.sessions.identity import validate_session_id
+from proxy.turn.turn_context import NEXT
 
 DEFAULT_COUNT_MODEL = "gpt-4o-mini"
 
@@ -54,3 +55,14 @@ async def add_feedback(request: web.Request) -> web.Response:
     except orjson.JSONDecodeError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from exc
     return web.json_response(await request.app[SESSIONS].add_feedback(_identity(request), int(raw), body))
+
+
+async def show_turn_context(request: web.Request) -> web.Response:
+    """The messages a past turn sent upstream (`next`: the next request's), rebuilt from the journal."""
+    raw = request.match_info["seq"]
+    if raw != NEXT and not raw.isdigit():
+        raise BadRequest(f"a turn is its seq number or {NEXT!r}, got {raw!r}", param="seq")
+    seq = None if raw == NEXT else int(raw)
+    return web.json_response(
+        await request.app[TURN_CONTEXTS].context(_identity(request), seq, request.query.get("model"))
+    )

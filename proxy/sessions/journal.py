@@ -75,6 +75,8 @@ class TurnDraft:
     request_id: str
     window: str
     stream: bool
+    context_tokens: int
+    """The prompt tokens sent, by the proxy's count (`X-Context-Tokens`), beside the reported usage."""
     system: list[Message] | None = None
     system_tokens: list[int] = field(default_factory=list)
     created: float = field(default_factory=time.time)
@@ -106,6 +108,7 @@ class TurnDraft:
             "error": error,
             "request_id": self.request_id,
             "window": self.window,
+            "context_tokens": self.context_tokens,
             "stream": self.stream,
             "system": self.system,
             "system_tokens": self.system_tokens if self.system else None,

@@ -11,6 +11,19 @@ from proxy.context.window import FIRST_WINDOW
 from proxy.store import SessionDump
 from proxy.types import JSONObject
 
+_RECORD_FIELDS = (
+    "status",
+    "model",
+    "system",
+    "input",
+    "output",
+    "usage",
+    "context_tokens",
+    "error",
+    "request_id",
+    "window",
+)
+
 
 def session_view(session: str, dump: SessionDump) -> JSONObject:
     meta = dump.meta
@@ -32,10 +45,7 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
             "seq": t.seq,
             "parent": t.parent,
             "depth": t.depth,
-            **{
-                k: t.record.get(k)
-                for k in ("status", "model", "system", "input", "output", "usage", "error", "request_id", "window")
-            },
+            **{k: t.record.get(k) for k in _RECORD_FIELDS},
             "tokens": sum(t.record.get("tokens") or ()),
             "created": t.record.get("created"),
             "finished": t.record.get("finished"),

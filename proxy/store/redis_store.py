@@ -74,6 +74,19 @@ class SessionDump:
     events: list[JSONObject]
 
 
+@dataclass(frozen=True)
+class SessionInfo:
+    """One line of a tenant's session list: what its meta hash and head turn say."""
+
+    session: str
+    created: int
+    last_used: int
+    turns: int
+    window: str
+    usage: JSONObject | None
+    model: str | None
+
+
 @contextmanager
 def _mapped() -> Iterator[None]:
     """Translate redis-py's errors into the proxy's at this boundary."""
@@ -317,6 +330,44 @@ class Store:
         for member, score in members:
             tenant, _, session = member.decode().partition(":")
             yield tenant, session, float(score)
+
+    async def list_sessions(self, tenant: str, *, limit: int, after: str | None) -> tuple[list[SessionInfo], bool]:
+        """A page of the tenant's sessions, newest first, after the session `after`; and whether more follow.
+
+        It reads the whole session index and keeps the tenant's members: work in proportion
+        to all sessions of all tenants, fine for a gateway's thousands.
+        """
+        ids = [session async for owner, session, _ in self.iter_sessions() if owner == tenant]
+        start = ids.index(after) + 1 if after in ids else 0
+        page = ids[start : start + limit]
+        with _mapped():
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for session in page:
+                    pipe.hmget(
+                        SessionKeys(tenant, session).meta, "created", "updated", "seq", "window_id", "usage", "head"
+                    )
+                metas = await pipe.execute()
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for session, meta in zip(page, metas, strict=True):
+                    pipe.hget(SessionKeys(tenant, session).turns, meta[5] or b"-1")
+                heads = await pipe.execute()
+        infos = []
+        for session, meta, head in zip(page, metas, heads, strict=True):
+            created, updated, seq, window, usage, _ = meta
+            if updated is None:
+                continue  # expired since the index last pruned it
+            infos.append(
+                SessionInfo(
+                    session=session,
+                    created=int(created or 0),
+                    last_used=int(updated),
+                    turns=int(seq or 0),
+                    window=window.decode() if window else "win_0",
+                    usage=orjson.loads(usage) if usage else None,
+                    model=orjson.loads(head).get("model") if head else None,
+                )
+            )
+        return infos, start + limit < len(ids)
 
     async def acquire_lock(self, key: str, token: str, ttl_s: float) -> bool:
         with _mapped():

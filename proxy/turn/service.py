@@ -328,6 +328,7 @@ class ActiveTurn:
             request_id=plan.caller.request_id,
             window=self.window_id,
             stream=plan.chat.stream,
+            context_tokens=self.sent_tokens,
             system=plan.system[0] if plan.system else None,
             system_tokens=plan.system[1] if plan.system else [],
         )
