@@ -26,6 +26,8 @@ STRATEGY_NAMES = ("full", "turns", "summarize", "anchored", "reset")
 CLEAR_TARGETS = ("tool-result", "thinking", "reasoning-tags")
 USAGE_PREFERENCES = ("max", "feed_first", "tokenizer_first")
 SPLITS = ("ratio", "recent-turns")
+MAX_PROMPT_BYTES = 2000
+HANDOFF_PROMPT = "About {n_remaining} tokens remain before this conversation is compacted. Note anything you must keep."
 
 Check = Callable[[Any], str | None]
 
@@ -65,6 +67,11 @@ def _url(value: Any) -> str | None:
 def _redis_url(value: Any) -> str | None:
     ok = value == "embedded" or value.startswith(("redis://", "rediss://", "unix://"))
     return None if ok else f"must be 'embedded' or a redis://, rediss:// or unix:// URL, got {value!r}"
+
+
+def _prompt(value: Any) -> str | None:
+    size = len(value.encode())
+    return None if size <= MAX_PROMPT_BYTES else f"must be at most {MAX_PROMPT_BYTES} UTF-8 bytes, got {size}"
 
 
 def _header_name(value: Any) -> str | None:
@@ -188,8 +195,28 @@ class HookSettings:
 
 
 @dataclass(frozen=True)
+class ToolSettings:
+    """`context.tools`: the tools the proxy serves itself (the client never sees them)."""
+
+    recall: bool = True
+    """Offer `recall_context` while the session has archived spans."""
+    new_context: bool = False
+    max_rounds: int = _check(_positive, 3)
+    """Tool rounds the proxy runs itself within one client request."""
+
+
+@dataclass(frozen=True)
+class HandoffSettings:
+    """`context.handoff`: a one-per-window notice that compaction is near (no block: no notice)."""
+
+    budget_tokens: int = _check(_positive, 4000)
+    prompt: str = _check(_prompt, HANDOFF_PROMPT)
+
+
+@dataclass(frozen=True)
 class ModelSettings:
-    """Per-model overrides; None means "use the `context` default"."""
+    """Per-model overrides; None means "use the `context` default" (`tools` and `handoff`
+    replace the default block as a whole)."""
 
     context_window: int | None = _check(_positive, None)
     trigger_ratio: float | None = _check(_ratio, None)
@@ -200,6 +227,8 @@ class ModelSettings:
     custom_compression_instructions: str | None = None
     builder: str | None = _check(_import_path, None)
     use_preferred: bool | None = None
+    tools: ToolSettings | None = None
+    handoff: HandoffSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -225,6 +254,8 @@ class ContextSettings:
     hooks: HookSettings = field(default_factory=HookSettings)
     builder: str | None = _check(_import_path, None)
     use_preferred: bool = False
+    tools: ToolSettings = field(default_factory=ToolSettings)
+    handoff: HandoffSettings | None = None
     models: Mapping[str, ModelSettings] = field(default_factory=dict)
 
     def for_model(self, model: str) -> ModelSettings:
@@ -237,6 +268,12 @@ class ContextSettings:
     def use_preferred_for(self, model: str) -> bool:
         override = self.for_model(model).use_preferred
         return override if override is not None else self.use_preferred
+
+    def tools_for(self, model: str) -> ToolSettings:
+        return self.for_model(model).tools or self.tools
+
+    def handoff_for(self, model: str) -> HandoffSettings | None:
+        return self.for_model(model).handoff or self.handoff
 
 
 @dataclass(frozen=True)

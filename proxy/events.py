@@ -89,12 +89,27 @@ class CompactionFailed:
 
 @dataclass(frozen=True)
 class CompactionSkipped:
-    """Compaction was due but did not run or changed nothing (breaker open, nothing to evict)."""
+    """Compaction was due but did not run or changed nothing (breaker open, nothing to evict).
+
+    A skipped *forced* compaction (the model called `new_context`) is journaled, so the
+    session says why no new window opened."""
 
     session: str
     request_id: str
     strategy: str
     reason: str
+    forced: bool = False
+    created: float = field(default_factory=time.time)
+
+    def journal_entry(self) -> JSONObject:
+        return {
+            "type": "compaction_skipped",
+            "strategy": self.strategy,
+            "reason": self.reason,
+            "forced": self.forced,
+            "request_id": self.request_id,
+            "created": self.created,
+        }
 
 
 @dataclass(frozen=True)
@@ -161,6 +176,39 @@ class ContextCleared:
         }
 
 
+@dataclass(frozen=True)
+class ToolRound:
+    """The proxy answered its own tool calls (`recall_context`, `new_context`) in a model's
+    answer; the model is asked again unless the answer also held calls of the client's."""
+
+    session: str
+    request_id: str
+    round: int
+    """1 for the first round of a client request."""
+    tools: tuple[str, ...]
+    """The name of each call the proxy answered, in order."""
+
+
+@dataclass(frozen=True)
+class ToolsShadowed:
+    """A client sent its own tool under the name of one of the proxy's: the proxy neither
+    offers nor intercepts its own under that name (fired once per process and name)."""
+
+    names: tuple[str, ...]
+    request_id: str
+
+
+@dataclass(frozen=True)
+class HandoffNoticed:
+    """A request carries the handoff notice: the headroom before compaction is at most
+    `handoff.budget_tokens` (once per window)."""
+
+    session: str
+    request_id: str
+    window: str
+    remaining: int
+
+
 Event = (
     CompactionLanded
     | CompactionStale
@@ -171,6 +219,9 @@ Event = (
     | UpstreamAnswered
     | HookFailed
     | ContextCleared
+    | ToolRound
+    | ToolsShadowed
+    | HandoffNoticed
 )
 Consumer = Callable[[Event], None]
 
@@ -193,6 +244,8 @@ def log_event(event: Event) -> None:
                 "compaction %s failed session=%s request=%s: %s",
                 event.strategy, event.session, event.request_id, event.reason,
             )  # fmt: skip
+        case CompactionSkipped() if event.forced:
+            _log.info("forced compaction %s skipped session=%s: %s", event.strategy, event.session, event.reason)
         case CompactionSkipped():
             _log.debug("compaction %s skipped session=%s: %s", event.strategy, event.session, event.reason)
         case BreakerOpened():
@@ -204,6 +257,21 @@ def log_event(event: Event) -> None:
                          event.request_id, event.error)  # fmt: skip
         case ContextCleared():
             _log.info("context cleared session=%s window=%s->%s", event.session, event.from_window, event.window)
+        case ToolRound():
+            _log.info(
+                "tool round %d session=%s request=%s: answered %s",
+                event.round, event.session, event.request_id, ", ".join(event.tools),
+            )  # fmt: skip
+        case ToolsShadowed():
+            _log.info(
+                "the client sends its own tool named %s: the proxy does not offer or intercept its own (request=%s)",
+                ", ".join(event.names), event.request_id,
+            )  # fmt: skip
+        case HandoffNoticed():
+            _log.info(
+                "handoff notice session=%s window=%s remaining=%d request=%s",
+                event.session, event.window, event.remaining, event.request_id,
+            )  # fmt: skip
         case WindowLearned():
             _log.warning(
                 "model %s refused a prompt: its window is %d tokens, not %d; using that (request=%s)",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 
-from proxy.events import CompactionFailed, CompactionLanded, CompactionStale, Event, UpstreamAnswered
+from proxy.events import CompactionFailed, CompactionLanded, CompactionStale, Event, ToolRound, UpstreamAnswered
 
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -41,6 +41,7 @@ class Metrics:
     def __init__(self) -> None:
         self.requests: dict[Labels, int] = defaultdict(int)
         self.compactions: dict[Labels, int] = defaultdict(int)
+        self.tool_calls: dict[Labels, int] = defaultdict(int)
         self.request_latency: dict[Labels, _Histogram] = defaultdict(_Histogram)
         self.upstream_latency: dict[Labels, _Histogram] = defaultdict(_Histogram)
         self.in_flight = 0
@@ -66,6 +67,9 @@ class Metrics:
                 self.compaction(event.strategy, "failed")
             case UpstreamAnswered():
                 self.upstream_done(event.path, event.seconds)
+            case ToolRound():
+                for tool in event.tools:
+                    self.tool_calls[(("tool", tool),)] += 1
 
     def render(self) -> str:
         lines = [
@@ -78,6 +82,11 @@ class Metrics:
             "# TYPE context_proxy_compactions_total counter",
         ]
         lines += [f"context_proxy_compactions_total{_fmt(k)} {v}" for k, v in sorted(self.compactions.items())]
+        lines += [
+            "# HELP context_proxy_tool_calls_total Calls of the proxy's own context tools it answered, by tool.",
+            "# TYPE context_proxy_tool_calls_total counter",
+        ]
+        lines += [f"context_proxy_tool_calls_total{_fmt(k)} {v}" for k, v in sorted(self.tool_calls.items())]
         lines += [
             "# HELP context_proxy_in_flight_requests Requests being served now.",
             "# TYPE context_proxy_in_flight_requests gauge",

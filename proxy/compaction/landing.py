@@ -97,4 +97,7 @@ class Landing:
         elif fitted.failure is not None:
             await self.fail(breaker, strategy, fitted.failure, seconds=fitted.seconds)
         elif fitted.skipped is not None:
-            self.events.emit(CompactionSkipped(self.keys.session, self.request_id, strategy, fitted.skipped))
+            event = CompactionSkipped(self.keys.session, self.request_id, strategy, fitted.skipped, fitted.forced)
+            if fitted.forced:
+                await self.store.record_event(self.keys, event.journal_entry(), breaker=None, ttl_s=self.ttl_s)
+            self.events.emit(event)

@@ -47,6 +47,8 @@ class Fitted:
     """How long the strategy ran (0 when it did not)."""
     contended: bool = False
     """Compaction was due but another request holds the session's compaction claim."""
+    forced: bool = False
+    """The model asked for this compaction (`new_context`); the budget did not."""
 
 
 async def fit(
@@ -63,6 +65,7 @@ async def fit(
     preference: str,
     claim: Callable[[], Awaitable[bool]] | None = None,
     before: BeforeOverflow | None = None,
+    forced: bool = False,
 ) -> Fitted:
     """What to send for one request, compacting first if the strategy says so.
 
@@ -70,39 +73,49 @@ async def fit(
     `before_overflow` hook) may veto a compaction that is due or replace the history for
     this request. `claim` is asked just before a strategy runs: False means another
     request (on this replica or another) is compacting the session, and nothing runs
-    (`contended`): the caller waits for it and fits the history that results."""
+    (`contended`): the caller waits for it and fits the history that results.
+
+    `forced`: the model asked for a new context; the strategy runs whatever the budget
+    says (inline, even a background one), unless the breaker is open, the hook vetoes it,
+    the strategy is server-managed or the window holds a single unit."""
     if server_params(strategy) is not None:
-        return Fitted(history, history.total)
+        skipped = "forced by new_context, but the strategy is server-managed" if forced else None
+        return Fitted(history, history.total, skipped=skipped, forced=forced)
     local = history.total + new_tokens
     size = effective_tokens(local, usage, window_id=history.window.current, preference=preference)
-    if not strategy.due(history, budget, size):
+    if not forced and not strategy.due(history, budget, size):
         budget.require_fit(local)
         return Fitted(history, history.total)
     if breaker.is_open():
         budget.require_fit(local)
-        return Fitted(history, history.total, skipped="circuit breaker open")
-    if is_background(strategy) and budget.fits(size):
+        return Fitted(history, history.total, skipped="circuit breaker open", forced=forced)
+    if forced and len(history.units) < 2:
+        budget.require_fit(local)
+        reason = "forced by new_context, but the window holds one turn only: nothing to compact"
+        return Fitted(history, history.total, skipped=reason, forced=True)
+    if not forced and is_background(strategy) and budget.fits(size):
         return Fitted(history, history.total, deferred=True)
     verdict = True if before is None else await before(history, budget, size)
     if verdict is False:
         budget.require_fit(local)
-        return Fitted(history, history.total, skipped=VETOED)
+        return Fitted(history, history.total, skipped=VETOED, forced=forced)
     if isinstance(verdict, History):
         budget.require_fit(verdict.total + new_tokens)
-        return Fitted(verdict, verdict.total, skipped=REPLACED)
+        return Fitted(verdict, verdict.total, skipped=REPLACED, forced=forced)
     if claim is not None and not await claim():
-        return Fitted(history, history.total, contended=True)
-    data = CompactionInput(history, budget, new_tokens, summarizer, archive_uri, count_text)
+        return Fitted(history, history.total, contended=True, forced=forced)
+    data = CompactionInput(history, budget, new_tokens, summarizer, archive_uri, count_text, forced)
     started = time.perf_counter()
     try:
         result = await strategy.compact(data)
     except StrategyError as exc:
         budget.require_fit(local)
-        return Fitted(history, history.total, failure=str(exc), seconds=time.perf_counter() - started)
+        failure = str(exc)
+        return Fitted(history, history.total, failure=failure, seconds=time.perf_counter() - started, forced=forced)
     seconds = time.perf_counter() - started
     if not result.changed:
         budget.require_fit(local)
-        return Fitted(history, history.total, skipped=result.reason, seconds=seconds)
+        return Fitted(history, history.total, skipped=result.reason, seconds=seconds, forced=forced)
     compacted = result.history
     budget.require_fit(compacted.total + new_tokens)
-    return Fitted(compacted, compacted.total, result=result, seconds=seconds)
+    return Fitted(compacted, compacted.total, result=result, seconds=seconds, forced=forced)

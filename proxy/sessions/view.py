@@ -22,6 +22,7 @@ _RECORD_FIELDS = (
     "error",
     "request_id",
     "window",
+    "rounds",
 )
 
 

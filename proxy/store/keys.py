@@ -11,6 +11,10 @@ from dataclasses import dataclass
 PREFIX = "cp"
 SESSION_INDEX = f"{PREFIX}:sessions"
 LOCK_PREFIX = f"{PREFIX}:lock"
+FORCE_COMPACTION = "force_compaction"
+"""meta field: the window id in which the model asked for a new context (`new_context`)."""
+HANDOFF_PREFIX = "handoff:"
+"""meta fields `handoff:<window id>`: the handoff notice went out in that window."""
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,8 @@ class SessionKeys:
     @property
     def meta(self) -> str:
         """hash: seq counter, head, boundary, window state, last usage, breaker count, and the
-        feedback on turns (`feedback:<seq>`: a JSON list; `preferred`: seq -> latest preferred reply)."""
+        feedback on turns (`feedback:<seq>`: a JSON list; `preferred`: seq -> latest preferred reply), and
+        the context tools' flags (`FORCE_COMPACTION`, `HANDOFF_PREFIX` + window id)."""
         return f"{self._base}:meta"
 
     @property

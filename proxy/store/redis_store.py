@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from proxy.errors import StoreUnavailable
-from proxy.store.keys import SESSION_INDEX, SessionKeys, TenantKeys
+from proxy.store.keys import FORCE_COMPACTION, HANDOFF_PREFIX, SESSION_INDEX, SessionKeys, TenantKeys
 from proxy.types import JSONObject
 
 log = logging.getLogger("context_proxy.store")
@@ -284,6 +284,27 @@ class Store:
         with _mapped():
             raw = await self._redis.hget(keys.archive, archive_id)
         return orjson.loads(raw) if raw else None
+
+    async def request_compaction(self, keys: SessionKeys, window_id: str) -> None:
+        """Ask for a forced compaction on the session's next request (valid while `window_id` is current)."""
+        with _mapped():
+            await self._redis.hset(keys.meta, FORCE_COMPACTION, window_id)
+
+    async def requested_compaction(self, keys: SessionKeys) -> str | None:
+        """The window id in which a forced compaction was asked for, if one is pending."""
+        with _mapped():
+            raw = await self._redis.hget(keys.meta, FORCE_COMPACTION)
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+    async def clear_compaction_request(self, keys: SessionKeys) -> None:
+        with _mapped():
+            await self._redis.hdel(keys.meta, FORCE_COMPACTION)
+
+    async def claim_handoff(self, keys: SessionKeys, window_id: str) -> bool:
+        """True once per window (atomically, across replicas and restarts): this request
+        carries the handoff notice."""
+        with _mapped():
+            return bool(await self._redis.hsetnx(keys.meta, HANDOFF_PREFIX + window_id, "1"))
 
     async def read_session(self, keys: SessionKeys) -> SessionDump | None:
         with _mapped():

@@ -19,6 +19,7 @@ from proxy.store import SessionKeys, Store
 from proxy.turn.derived import DerivedSessions
 from proxy.turn.pending import PendingWrites
 from proxy.turn.relay import Outcome
+from proxy.turn.rounds import ToolRounds
 from proxy.turn.status import cut_off
 
 
@@ -36,6 +37,7 @@ class TurnRecorder:
         encoder: Encoder,
         ttl_s: int,
         derived: DerivedSessions | None,
+        rounds: ToolRounds | None = None,
     ) -> None:
         self._store = store
         self._writes = writes
@@ -47,6 +49,7 @@ class TurnRecorder:
         self._encoder = encoder
         self._ttl_s = ttl_s
         self._derived = derived
+        self._rounds = rounds
         self._recorded = False
 
     async def record(self, outcome: Outcome) -> None:
@@ -67,8 +70,12 @@ class TurnRecorder:
             usage=outcome.usage,
             error=outcome.error,
         )
+        usage = outcome.usage
+        if self._rounds is not None:
+            record["rounds"] = self._rounds.rounds
+            usage = self._rounds.first_usage  # the answer that measured the composed context
         feedback = None
-        prompt_tokens = (outcome.usage or {}).get("prompt_tokens")
+        prompt_tokens = (usage or {}).get("prompt_tokens")
         if outcome.status == "completed" and isinstance(prompt_tokens, int):
             feedback = {"prompt": prompt_tokens, "local": self._sent_tokens, "window": draft.window}
             self._tokens.observe_usage(draft.model, reported=prompt_tokens, local=self._sent_tokens)

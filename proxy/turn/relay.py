@@ -25,7 +25,7 @@ from aiohttp import web
 from proxy.errors import ProxyError
 from proxy.turn.status import ended_by
 from proxy.types import JSONObject, Message
-from proxy.upstream import SSEEvent, SSEParser, StreamAssembler, UpstreamResponse, is_usage_only, parse_chunk
+from proxy.upstream import Answer, SSEEvent, SSEParser, StreamAssembler, is_usage_only, parse_chunk
 from proxy.upstream.completion import NotACompletion, error_of, parse_completion
 
 
@@ -47,15 +47,13 @@ async def start_stream(request: web.Request, response: web.StreamResponse) -> No
     await response.prepare(request)
 
 
-def _headers(answer: UpstreamResponse, extra: Mapping[str, str]) -> dict[str, str]:
+def _headers(answer: Answer, extra: Mapping[str, str]) -> dict[str, str]:
     headers = {k: v for k, v in answer.relay_headers().items() if k.lower() != "content-encoding"}
     headers.update(extra)
     return headers
 
 
-async def relay_json(
-    request: web.Request, answer: UpstreamResponse, extra: Mapping[str, str]
-) -> tuple[web.Response, Outcome]:
+async def relay_json(request: web.Request, answer: Answer, extra: Mapping[str, str]) -> tuple[web.Response, Outcome]:
     try:
         body = await answer.read()
     except asyncio.CancelledError:
@@ -80,7 +78,7 @@ def _error_response(exc: ProxyError) -> web.Response:
 class StreamRelay:
     """Relays one SSE answer as it arrives, and assembles what it said."""
 
-    def __init__(self, answer: UpstreamResponse, *, include_usage: bool) -> None:
+    def __init__(self, answer: Answer, *, include_usage: bool) -> None:
         self.answer = answer
         self.include_usage = include_usage
         self.assembler = StreamAssembler()

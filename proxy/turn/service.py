@@ -23,9 +23,8 @@ from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer, 
 from proxy.config import Settings
 from proxy.context.budget import Budget, make_budget
 from proxy.context.cache import PathCache
-from proxy.context.compose import compose_json
 from proxy.context.limits import ModelLimits
-from proxy.context.tokens import Encoder, TokenCounter, request_overhead
+from proxy.context.tokens import Encoder, TokenCounter
 from proxy.context.window import archive_uri
 from proxy.events import EventBus, UpstreamAnswered, WindowLearned
 from proxy.sessions import Identity, TurnDraft, message_hash
@@ -34,6 +33,7 @@ from proxy.store import Store
 from proxy.turn.background import background_job
 from proxy.turn.builder import Builders, build_context
 from proxy.turn.claim import CompactionClaim
+from proxy.turn.context_tools import ContextTools, Prepared
 from proxy.turn.conversation import Conversation, load_conversation
 from proxy.turn.derived import DerivedSessions, new_session_id
 from proxy.turn.forward import CHAT_PATH, forward, refusal_message
@@ -42,8 +42,9 @@ from proxy.turn.projection import sent_history, sent_input
 from proxy.turn.recorder import TurnRecorder
 from proxy.turn.relay import Outcome, StreamRelay, relay_json
 from proxy.turn.request import ChatRequest
+from proxy.turn.rounds import ToolRounds
 from proxy.types import Message
-from proxy.upstream import UpstreamClient, UpstreamResponse
+from proxy.upstream import Answer, UpstreamClient, UpstreamResponse
 
 log = logging.getLogger("context_proxy.turn")
 
@@ -97,11 +98,14 @@ class _Plan:
     landing: Landing
     system: tuple[list[Message], list[int]] | None
     """The request's own leading block and its token counts, when it differs from the session's."""
+    forced: bool
+    """The model asked for a new context (`new_context`): compact whatever the budget says."""
 
 
 class TurnService:
     def __init__(self, deps: TurnDeps) -> None:
         self.deps = deps
+        self._tools = ContextTools(deps.settings.context, deps.store, deps.events)
 
     async def begin(self, chat: ChatRequest, caller: Caller, spec: tuple[str, ...]) -> ActiveTurn:
         """Load, reconcile, fit under budget and forward; the answer is not read yet."""
@@ -115,13 +119,14 @@ class TurnService:
         params = server_params(strategy)
         if params:
             chat = replace(chat, body={**params, **chat.body})  # the client's own keys win
+        window_id = conversation.stored_window.current
         plan = _Plan(
             chat=chat,
             caller=caller,
             conversation=conversation,
             encoder=encoder,
             new_tokens=await d.tokens.count_messages(encoder, conversation.reconciled.new_input),
-            overhead=request_overhead(encoder, chat.body.get("tools")),
+            overhead=self._tools.overhead(chat, encoder, window_id),
             strategy=strategy,
             summarizer=make_summarizer(
                 d.upstream,
@@ -133,15 +138,19 @@ class TurnService:
                 d.store, conversation.keys, d.events, d.settings.sessions.ttl_s, caller.request_id, hooks=d.hooks
             ),
             system=system,
+            forced=await self._tools.forced(chat.model, conversation.keys, window_id),
         )
         plan, fitted, budget = await self._fit_under_budget(plan)
-        answer = await self._forward(plan, fitted)
+        answer, prepared = await self._forward(plan, fitted, budget)
         if fitted.result is None and await self._window_learned(plan, answer):
             answer.close()
             plan = replace(plan, strategy=without_server(plan.strategy))  # server(x): x compacts now
             plan, fitted, budget = await self._fit_under_budget(plan)
-            answer = await self._forward(plan, fitted)
-        return ActiveTurn(self.deps, plan, fitted, budget, answer)
+            answer, prepared = await self._forward(plan, fitted, budget)
+        if not prepared.tools:
+            return ActiveTurn(self.deps, plan, fitted, budget, answer, prepared.extra_tokens)
+        rounds = self._rounds(plan, fitted, budget, answer, prepared)
+        return ActiveTurn(self.deps, plan, fitted, budget, rounds, prepared.extra_tokens, rounds)
 
     async def _load(self, caller: Caller, messages: list[Message]) -> Conversation:
         """The named session, or the derived one the conversation continues, or a new one."""
@@ -187,6 +196,8 @@ class TurnService:
                 fitted = await self._fit(plan, budget, claim)
             conversation = plan.conversation
             await plan.landing.settle(fitted, conversation.stored_window, conversation.breaker, plan.strategy.name)
+            if plan.forced:
+                await self._tools.done_forcing(conversation.keys)
         finally:
             await claim.release()
         return plan, fitted, budget
@@ -202,7 +213,8 @@ class TurnService:
         conversation = await load_conversation(d.store, d.paths, plan.conversation.identity, messages)
         conversation, system = await self._with_request_system(conversation, leading, plan.encoder)
         new_tokens = await d.tokens.count_messages(plan.encoder, conversation.reconciled.new_input)
-        return replace(plan, conversation=conversation, system=system, new_tokens=new_tokens)
+        forced = await self._tools.forced(plan.chat.model, conversation.keys, conversation.stored_window.current)
+        return replace(plan, conversation=conversation, system=system, new_tokens=new_tokens, forced=forced)
 
     async def _fit(self, plan: _Plan, budget: Budget, claim: CompactionClaim) -> Fitted:
         """The history as sent (preferred replies, mechanical clearing), fitted by the strategy,
@@ -238,6 +250,7 @@ class TurnService:
             preference=self.deps.settings.context.usage_preference,
             claim=claim.acquire,
             before=before,
+            forced=plan.forced,
         )
 
     def _configured_window(self, model: str) -> int:
@@ -254,15 +267,46 @@ class TurnService:
             calibration=self.deps.tokens.calibration(model, plan.encoder),
         )
 
-    async def _forward(self, plan: _Plan, fitted: Fitted) -> UpstreamResponse:
+    async def _forward(self, plan: _Plan, fitted: Fitted, budget: Budget) -> tuple[UpstreamResponse, Prepared]:
+        prepared = await self._tools.prepare(
+            plan.chat,
+            fitted.history,
+            sent_input(plan.conversation.reconciled.new_input, self.deps.settings.context),
+            keys=plan.conversation.keys,
+            encoder=plan.encoder,
+            budget=budget,
+            counted=fitted.tokens + sum(plan.new_tokens) + plan.overhead,
+            overhead=plan.overhead,
+            request_id=plan.caller.request_id,
+        )
+        return await self._send(plan, prepared.chat, prepared.messages_json), prepared
+
+    async def _send(self, plan: _Plan, chat: ChatRequest, messages_json: bytes) -> UpstreamResponse:
         d = self.deps
-        new_input = sent_input(plan.conversation.reconciled.new_input, d.settings.context)
-        messages_json = compose_json(fitted.history, new_input)
         answer, seconds = await forward(
-            d.upstream, plan.chat, messages_json, plan.caller.headers, session_header=d.settings.sessions.header
+            d.upstream, chat, messages_json, plan.caller.headers, session_header=d.settings.sessions.header
         )
         d.events.emit(UpstreamAnswered(CHAT_PATH, answer.status, seconds, plan.caller.request_id))
         return answer
+
+    def _rounds(
+        self, plan: _Plan, fitted: Fitted, budget: Budget, answer: UpstreamResponse, prepared: Prepared
+    ) -> ToolRounds:
+        """The answer read through the proxy's tool rounds, each later round sent like the first."""
+
+        async def send(added: list[Message], offering: bool) -> Answer:
+            return await self._send(plan, *prepared.with_rounds(added, offering))
+
+        sent = fitted.tokens + sum(plan.new_tokens) + prepared.extra_tokens
+        return self._tools.rounds(
+            answer,
+            prepared,
+            send=send,
+            keys=plan.conversation.keys,
+            encoder=plan.encoder,
+            room=budget.context_window - budget.reserve - sent,
+            request_id=plan.caller.request_id,
+        )
 
     async def _window_learned(self, plan: _Plan, answer: UpstreamResponse) -> bool:
         """Whether the upstream refused the prompt as too long, naming a smaller window than assumed."""
@@ -281,13 +325,23 @@ class TurnService:
 class ActiveTurn:
     """A turn whose request went upstream: relay the answer, record it, start background work."""
 
-    def __init__(self, deps: TurnDeps, plan: _Plan, fitted: Fitted, budget: Budget, answer: UpstreamResponse) -> None:
+    def __init__(
+        self,
+        deps: TurnDeps,
+        plan: _Plan,
+        fitted: Fitted,
+        budget: Budget,
+        answer: Answer,
+        extra_tokens: int = 0,
+        rounds: ToolRounds | None = None,
+    ) -> None:
         self._deps = deps
         self._plan = plan
         self._fitted = fitted
         self._budget = budget
         self._answer = answer
-        self.sent_tokens = fitted.tokens + sum(plan.new_tokens) + plan.overhead
+        self._rounds = rounds
+        self.sent_tokens = fitted.tokens + sum(plan.new_tokens) + plan.overhead + extra_tokens
         self.window_id = fitted.history.window.current
 
     def response_headers(self) -> dict[str, str]:
@@ -343,6 +397,7 @@ class ActiveTurn:
             encoder=plan.encoder,
             ttl_s=d.settings.sessions.ttl_s,
             derived=d.derived if plan.conversation.identity.derived else None,
+            rounds=self._rounds,
         )
 
     def _start_background(self) -> None:

@@ -1,9 +1,11 @@
 """The upstream: the only package that speaks HTTP outward."""
 
+from proxy.upstream.answer import Answer
 from proxy.upstream.client import UpstreamClient, UpstreamResponse
 from proxy.upstream.sse import SSEEvent, SSEParser, StreamAssembler, is_usage_only, parse_chunk
 
 __all__ = [
+    "Answer",
     "SSEEvent",
     "SSEParser",
     "StreamAssembler",

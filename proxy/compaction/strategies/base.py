@@ -46,6 +46,9 @@ class CompactionInput:
     archive_uri: str
     """Where the evicted span will be archived; strategies cite it."""
     count_text: Callable[[str], int]
+    forced: bool = False
+    """The model asked for a new context (`new_context`): cut every unit but the most
+    recent, whatever the budget and the `preserve_*` options say."""
 
 
 @dataclass(frozen=True)

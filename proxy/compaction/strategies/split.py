@@ -27,6 +27,11 @@ def split_recent(units: tuple[Unit, ...], keep: int) -> int:
     return max(0, len(units) - keep)
 
 
+def forced_cut(units: tuple[Unit, ...]) -> int:
+    """Index of the first kept unit of a forced compaction: only the most recent stays."""
+    return max(0, len(units) - 1)
+
+
 def fixed_tokens(data: CompactionInput) -> int:
     """What stays whatever the cut: the leading block, pinned messages, the new input."""
     w = data.history.window
@@ -44,6 +49,8 @@ class SpanCut:
 
     def __call__(self, data: CompactionInput) -> int:
         units = data.history.units
+        if data.forced:
+            return forced_cut(units)
         if self.split == "recent-turns":
             return split_recent(units, self.preserve_recent)
         keep_budget = int(data.budget.trigger * self.preserve_ratio) - fixed_tokens(data)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from proxy.compaction.prompts import DEFAULT_PROMPT, TURNS_PREFIX, CompressionPrompt, summarize_request
 from proxy.compaction.strategies.base import CompactionInput, CompactionResult, Validator
+from proxy.compaction.strategies.split import forced_cut
 from proxy.compaction.strategies.summarizing import previous_summary, summarize_span
 from proxy.context.budget import Budget
 from proxy.context.compose import History
@@ -55,8 +56,9 @@ class Turns:
         return self._cut(history) > 0
 
     async def compact(self, data: CompactionInput) -> CompactionResult:
+        cut = forced_cut(data.history.units) if data.forced else self._cut(data.history)
         return await summarize_span(
-            data, strategy=self.name, cut=self._cut(data.history), build_request=summarize_request, prompt=self.prompt,
+            data, strategy=self.name, cut=cut, build_request=summarize_request, prompt=self.prompt,
             carried=previous_summary(data), prefix=TURNS_PREFIX,
             min_shrink_ratio=self.min_shrink_ratio, validator=self.validator,
         )  # fmt: skip

@@ -1,0 +1,136 @@
+"""What the context tools change in a turn: the forced compaction, the upstream request, the answer.
+
+`ContextTools` is built once per `TurnService`. Before the budget step it says whether
+the model asked for a new context in this window (`new_context`, a flag in the
+session's meta). After it, `prepare` turns the fitted history into the first upstream
+request: the proxy's tools added to the client's, and the handoff notice appended to
+the last user message when the headroom is at most `handoff.budget_tokens` (claimed
+once per window in the store). `rounds` wraps the answer when the proxy's tools were
+offered, so their calls are answered here and never reach the client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import orjson
+
+from proxy.config import ContextSettings
+from proxy.context.budget import Budget
+from proxy.context.compose import History, compose_json, compose_messages
+from proxy.context.tokens import Encoder, request_overhead
+from proxy.events import EventBus, HandoffNoticed, ToolRound, ToolsShadowed
+from proxy.store import SessionKeys, Store
+from proxy.turn import handoff
+from proxy.turn.request import ChatRequest
+from proxy.turn.resolver import ToolResolver
+from proxy.turn.rounds import Send, ToolRounds
+from proxy.turn.tools import ProxyTools, offer, with_tools
+from proxy.types import Message
+from proxy.upstream import Answer
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The first upstream request of a turn, as the context tools shaped it."""
+
+    chat: ChatRequest
+    """The client's request with the proxy's tools in its body."""
+    messages_json: bytes
+    window_id: str
+    tools: ProxyTools
+    extra_tokens: int
+    """Tokens beyond the budget step's count: tools first offered after it, the notice."""
+
+    def with_rounds(self, added: list[Message], offering: bool) -> tuple[ChatRequest, bytes]:
+        """A later round's request: the same messages plus what the rounds added; the
+        proxy's tools only while `offering`."""
+        chat = self.chat
+        if not offering:
+            tools = [t for t in chat.body.get("tools") or () if t not in self.tools.definitions]
+            body = {k: v for k, v in chat.body.items() if k != "tools"}
+            chat = dataclasses.replace(chat, body={**body, "tools": tools} if tools else body)
+        return chat, self.messages_json[:-1] + b"," + orjson.dumps(added)[1:]
+
+
+class ContextTools:
+    def __init__(self, context: ContextSettings, store: Store, events: EventBus) -> None:
+        self._context = context
+        self._store = store
+        self._events = events
+        self._shadowed: set[str] = set()
+
+    def tools_for(self, chat: ChatRequest, window_id: str) -> ProxyTools:
+        return offer(self._context.tools_for(chat.model), chat.body, window_id)
+
+    def overhead(self, chat: ChatRequest, encoder: Encoder, window_id: str) -> int:
+        """The request's overhead (reply primer, tool schemas) with the proxy's tools offered in `window_id`."""
+        return request_overhead(encoder, with_tools(chat.body, self.tools_for(chat, window_id)).get("tools"))
+
+    async def forced(self, model: str, keys: SessionKeys, window_id: str) -> bool:
+        """Whether the model called `new_context` in this window (one store read, only
+        with `tools.new_context` on)."""
+        if not self._context.tools_for(model).new_context:
+            return False
+        return await self._store.requested_compaction(keys) == window_id
+
+    async def done_forcing(self, keys: SessionKeys) -> None:
+        """A forced compaction ran (landed or not): the request is consumed."""
+        await self._store.clear_compaction_request(keys)
+
+    async def prepare(
+        self,
+        chat: ChatRequest,
+        history: History,
+        new_input: list[Message],
+        *,
+        keys: SessionKeys,
+        encoder: Encoder,
+        budget: Budget,
+        counted: int,
+        overhead: int,
+        request_id: str,
+    ) -> Prepared:
+        """`counted`: the tokens the budget step counted (history, new input, `overhead`)."""
+        window_id = history.window.current
+        tools = self.tools_for(chat, window_id)
+        self._tell_shadowed(tools, request_id)
+        body = with_tools(chat.body, tools)
+        extra = request_overhead(encoder, body.get("tools")) - overhead
+        settings = self._context.handoff_for(chat.model)
+        room = handoff.headroom(budget.trigger, counted + extra)
+        if settings is None or not handoff.due(settings, room) or not await self._store.claim_handoff(keys, window_id):
+            return Prepared(
+                dataclasses.replace(chat, body=body), compose_json(history, new_input), window_id, tools, extra
+            )
+        notice = handoff.notice_text(settings.prompt, room)
+        messages = handoff.with_notice(compose_messages(history, new_input), notice)
+        self._events.emit(HandoffNoticed(keys.session, request_id, window_id, max(0, room)))
+        extra += len(encoder.encode_ordinary(notice))
+        return Prepared(dataclasses.replace(chat, body=body), orjson.dumps(messages), window_id, tools, extra)
+
+    def _tell_shadowed(self, tools: ProxyTools, request_id: str) -> None:
+        new = tuple(n for n in tools.shadowed if n not in self._shadowed)
+        if new:
+            self._shadowed.update(new)
+            self._events.emit(ToolsShadowed(new, request_id))
+
+    def rounds(
+        self,
+        answer: Answer,
+        prepared: Prepared,
+        *,
+        send: Send,
+        keys: SessionKeys,
+        encoder: Encoder,
+        room: int,
+        request_id: str,
+    ) -> ToolRounds:
+        """`answer` read through the proxy's tool rounds; `room`: tokens the rounds may add."""
+        resolver = ToolResolver(self._store, keys, prepared.window_id, encoder, room)
+
+        def on_round(number: int, names: tuple[str, ...]) -> None:
+            self._events.emit(ToolRound(keys.session, request_id, number, names))
+
+        return ToolRounds(answer, send=send, tools=prepared.tools, resolver=resolver, on_round=on_round)

@@ -1,0 +1,28 @@
+"""What the relay reads an answer through: an upstream response, or one the proxy assembles.
+
+`UpstreamResponse` is the plain case; the proxy's tool rounds (`proxy/turn/rounds.py`)
+present several upstream answers as one through the same interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol
+
+from multidict import CIMultiDict
+
+
+class Answer(Protocol):
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def relay_headers(self) -> CIMultiDict[str]: ...
+
+    async def read(self) -> bytes: ...
+
+    def iter_chunks(self) -> AsyncIterator[bytes]: ...
+
+    def close(self) -> None: ...
