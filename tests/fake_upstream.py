@@ -7,11 +7,18 @@
   model's window (`context_length_exceeded`).
 - Behaviour is steered by the last user message: "fail 429", "fail 500", "call tool
   <name>", "slow stream"; and by attributes (`fail_summaries`).
+- The context tools, when the request offers them: asked "what was <topic>" while
+  `recall_context` is offered, the model calls it with the URI the question names, else
+  the last `context://archive/...` URI cited in the conversation, and answers from the
+  tool result (the line that mentions the topic); "keep recalling" makes it call
+  `recall_context` every time it is offered (a looping model); "new context" makes it
+  call `new_context` when offered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -39,6 +46,8 @@ ALLOWED_FIELDS = {
     "function": {"role", "content", "name"},
 }
 SUMMARY_MARK = "<summary>"
+ARCHIVE_URI = re.compile(r"context://archive/win_\d+")
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 def error(status: int, message: str, type_: str, *, param: str | None = None, code: str | None = None) -> web.Response:
@@ -114,7 +123,7 @@ class FakeOpenAI:
         model = body.get("model")
         if model not in MODELS:
             return error(404, f"The model `{model}` does not exist.", "invalid_request_error", code="model_not_found")
-        problem = _check_messages(body.get("messages"))
+        problem = _check_messages(body.get("messages")) or _check_tools(body.get("tools"))
         if problem is not None:
             return problem
         prompt = int(self.prompt_tokens(body["messages"], body.get("tools")) * TOKENIZER_SKEW.get(model, 1.0))
@@ -171,17 +180,22 @@ class FakeOpenAI:
             )
             return {"role": "assistant", "content": content, "refusal": None, "annotations": []}
         last = _last_user_text(messages)
+        offered = {t["function"]["name"] for t in body.get("tools") or ()}
+        calls = _context_tool_calls(messages, last, offered)
         if "call tool" in last and messages[-1].get("role") == "user":
             name = last.split("call tool", 1)[1].split()[0] if last.split("call tool", 1)[1].split() else "lookup"
-            call = {
-                "id": "call_" + uuid.uuid4().hex[:12],
-                "type": "function",
-                "function": {"name": name, "arguments": '{"q": 1, "scope": "all"}'},
-            }
-            return {"role": "assistant", "content": None, "tool_calls": [call], "refusal": None, "annotations": []}
-        seen = sum(1 for m in messages if m.get("role") == "user")
-        reply = uuid.uuid4().hex[:6]  # a real model never answers two conversations byte for byte alike
-        content = f"Answer {seen}: I read {len(messages)} messages; you said: {last[:60]} (reply {reply})"
+            calls.append(_call(name, '{"q": 1, "scope": "all"}'))
+        if calls:
+            return {"role": "assistant", "content": None, "tool_calls": calls, "refusal": None, "annotations": []}
+        recalled = _answered_tools(messages).get("recall_context")
+        if recalled is not None:
+            content = _answer_from(recalled, last)
+        elif "new_context" in _answered_tools(messages):
+            content = "Noted: the next message starts in a new context window."
+        else:
+            seen = sum(1 for m in messages if m.get("role") == "user")
+            reply = uuid.uuid4().hex[:6]  # a real model never answers two conversations byte for byte alike
+            content = f"Answer {seen}: I read {len(messages)} messages; you said: {last[:60]} (reply {reply})"
         if body["model"] in THINKS_ALOUD:
             content = f"<think>The user wrote {len(last)} characters; answer plainly.</think>\n{content}"
         return {"role": "assistant", "content": content, "refusal": None, "annotations": []}
@@ -241,6 +255,57 @@ class FakeOpenAI:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def _call(name: str, arguments: str) -> dict[str, Any]:
+    return {
+        "id": "call_" + uuid.uuid4().hex[:12],
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def _context_tool_calls(messages: list[dict[str, Any]], last: str, offered: set[str]) -> list[dict[str, Any]]:
+    """The calls of the proxy's context tools a model makes, as the module docstring says."""
+    asking = messages[-1].get("role") == "user"
+    if "recall_context" in offered and ("keep recalling" in last or (asking and "what was" in last.lower())):
+        cited = ARCHIVE_URI.findall(last) or ARCHIVE_URI.findall(" ".join(str(m.get("content")) for m in messages))
+        if cited:
+            return [_call("recall_context", orjson.dumps({"uri": cited[-1]}).decode())]
+    if "new_context" in offered and asking and "new context" in last:
+        return [_call("new_context", "{}")]
+    return []
+
+
+def _answered_tools(messages: list[dict[str, Any]]) -> dict[str, str]:
+    """The tool results that end the conversation, by the name of the function they answer."""
+    results: dict[str, str] = {}
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") != "tool":
+            calls = {c["id"]: c["function"]["name"] for c in message.get("tool_calls") or ()}
+            return {calls[call_id]: content for call_id, content in results.items() if call_id in calls}
+        results[message["tool_call_id"]] = str(message.get("content"))
+    return {}
+
+
+def _answer_from(recalled: str, question: str) -> str:
+    topic = question.lower().split("what was", 1)[-1].split("?")[0]
+    topic = ARCHIVE_URI.sub("", topic).replace(" in ", " ").strip()
+    for line in recalled.splitlines():
+        if topic and topic in line.lower():
+            return "From the archive: " + line.split("]: ", 1)[-1][:200]
+    return f"The archive does not say: {recalled[:80]}"
+
+
+def _check_tools(tools: Any) -> web.Response | None:
+    for index, tool in enumerate(tools or ()):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if tool.get("type") != "function" or not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            return error(400, f"Invalid 'tools[{index}].function.name': string does not match pattern.",
+                         "invalid_request_error", param=f"tools[{index}].function.name", code="invalid_value")  # fmt: skip
+    return None
 
 
 def _is_summary_request(body: dict[str, Any]) -> bool:

@@ -42,12 +42,37 @@ def test_env_substitution(tmp_path: Path) -> None:
         ({"context": {"models": {"m": {"context_window": 0}}}}, "context.models.m.context_window: must be > 0"),
         ({"context": {"usage_preference": "guess"}}, "context.usage_preference: must be one of max, feed_first"),
         ([1, 2], "config: must be a mapping"),
+        ({"context": {"tools": {"max_rounds": 0}}}, "context.tools.max_rounds: must be > 0, got 0"),
+        ({"context": {"tools": {"recall": "maybe"}}}, "context.tools.recall: must be true or false"),
+        ({"context": {"tools": {"recal": True}}}, "context.tools.recal: unknown key; allowed: recall, new_context"),
+        ({"context": {"handoff": {"budget_tokens": 0}}}, "context.handoff.budget_tokens: must be > 0, got 0"),
+        ({"context": {"handoff": {"budget_tokens": 1.5}}}, "context.handoff.budget_tokens: must be an integer"),
+        ({"context": {"handoff": {"prompt": "é" * 1001}}}, "context.handoff.prompt: must be at most 2000 UTF-8 bytes"),
+        ({"context": {"models": {"m": {"handoff": {"budget_tokens": -1}}}}}, "context.models.m.handoff.budget_tokens"),
+        ({"context": {"models": {"m": {"tools": {"max_rounds": "x"}}}}}, "context.models.m.tools.max_rounds"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(raw: object, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         settings_from_mapping(raw)
     assert message in str(info.value)
+
+
+def test_context_tools_and_handoff_per_model() -> None:
+    raw = {
+        "context": {
+            "tools": {"new_context": True, "max_rounds": 5},
+            "handoff": {"budget_tokens": 4000},
+            "models": {"m": {"tools": {"recall": False}, "handoff": {"budget_tokens": 100, "prompt": "{n_remaining}"}}},
+        }
+    }
+    context = settings_from_mapping(raw).context
+    assert context.tools_for("other").max_rounds == 5 and context.tools_for("other").new_context
+    assert context.tools_for("m").recall is False and context.tools_for("m").new_context is False, "a whole block"
+    assert context.handoff_for("other").budget_tokens == 4000  # type: ignore[union-attr]
+    assert context.handoff_for("m").prompt == "{n_remaining}"  # type: ignore[union-attr]
+    defaults = settings_from_mapping({}).context
+    assert defaults.tools_for("m").recall and not defaults.tools_for("m").new_context and defaults.handoff is None
 
 
 def test_strategy_lists_and_background_are_accepted() -> None:

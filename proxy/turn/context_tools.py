@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import orjson
 
 from proxy.config import ContextSettings
-from proxy.context.budget import Budget
 from proxy.context.compose import History, compose_json, compose_messages
 from proxy.context.tokens import Encoder, request_overhead
 from proxy.events import EventBus, HandoffNoticed, ToolRound, ToolsShadowed
@@ -87,19 +86,20 @@ class ContextTools:
         *,
         keys: SessionKeys,
         encoder: Encoder,
-        budget: Budget,
-        counted: int,
+        trigger: int,
+        size: int,
         overhead: int,
         request_id: str,
     ) -> Prepared:
-        """`counted`: the tokens the budget step counted (history, new input, `overhead`)."""
+        """`size`: the context as the trigger measures it (history and new input, usage fed
+        back); `overhead`: the reply primer and tool schemas the budget step reserved."""
         window_id = history.window.current
         tools = self.tools_for(chat, window_id)
         self._tell_shadowed(tools, request_id)
         body = with_tools(chat.body, tools)
         extra = request_overhead(encoder, body.get("tools")) - overhead
         settings = self._context.handoff_for(chat.model)
-        room = handoff.headroom(budget.trigger, counted + extra)
+        room = handoff.headroom(trigger, size)
         if settings is None or not handoff.due(settings, room) or not await self._store.claim_handoff(keys, window_id):
             return Prepared(
                 dataclasses.replace(chat, body=body), compose_json(history, new_input), window_id, tools, extra

@@ -1,6 +1,7 @@
 """The handoff notice (ContextChef's handoff budget): a warning that compaction is near.
 
-Pure. When the headroom (the trigger minus the tokens about to be sent) is at most
+Pure. When the headroom (the trigger minus the size of the context about to be sent,
+measured as the trigger measures it: messages, with the last usage fed back) is at most
 `budget_tokens`, one request per window carries the notice at its tail, appended to the
 last user message, with `{n_remaining}` replaced by the headroom, rounded and clamped
 at 0. The notice is added to what goes upstream only: it is never journaled, so no
@@ -15,8 +16,9 @@ from proxy.types import Message
 PLACEHOLDER = "{n_remaining}"
 
 
-def headroom(trigger: int, sent_tokens: int) -> int:
-    return trigger - sent_tokens
+def headroom(trigger: int, size: int) -> int:
+    """Tokens left before the trigger; `size` is the context as the trigger measures it."""
+    return trigger - size
 
 
 def due(settings: HandoffSettings | None, room: int) -> bool:

@@ -33,7 +33,7 @@ from proxy.turn.resolver import ToolResolver
 from proxy.turn.tools import ProxyTools, add_usage, client_message, round_messages, split_calls
 from proxy.types import JSONObject, Message
 from proxy.upstream import Answer, SSEEvent, SSEParser, StreamAssembler, is_usage_only, parse_chunk
-from proxy.upstream.completion import error_of
+from proxy.upstream.completion import assistant_message, error_of
 
 Send = Callable[[list[Message], bool], Awaitable[Answer]]
 """(the messages the rounds added so far, offer the proxy's tools?) -> the next upstream answer."""
@@ -86,7 +86,7 @@ class ToolRounds:
         if not offered:  # a call of a tool this request did not offer: nothing to answer
             return client_message(message, calls.client)
         results = [await self._resolver.answer(call) for call in calls.proxy]
-        added = round_messages(message, calls.proxy, results)
+        added = round_messages(assistant_message(message), calls.proxy, results)
         self.rounds.append({"message": added[0], "results": added[1:], "usage": usage})
         self._on_round(len(self.rounds), tuple(str(c["function"]["name"]) for c in calls.proxy))
         if calls.client:

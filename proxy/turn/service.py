@@ -21,7 +21,7 @@ from proxy.compaction import BackgroundJobs, Fitted, Landing, fit, make_summariz
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer, server_params, without_server
 from proxy.config import Settings
-from proxy.context.budget import Budget, make_budget
+from proxy.context.budget import Budget, effective_tokens, make_budget
 from proxy.context.cache import PathCache
 from proxy.context.limits import ModelLimits
 from proxy.context.tokens import Encoder, TokenCounter
@@ -274,8 +274,13 @@ class TurnService:
             sent_input(plan.conversation.reconciled.new_input, self.deps.settings.context),
             keys=plan.conversation.keys,
             encoder=plan.encoder,
-            budget=budget,
-            counted=fitted.tokens + sum(plan.new_tokens) + plan.overhead,
+            trigger=budget.trigger,
+            size=effective_tokens(
+                fitted.tokens + sum(plan.new_tokens),
+                plan.conversation.usage,
+                window_id=fitted.history.window.current,
+                preference=self.deps.settings.context.usage_preference,
+            ),
             overhead=plan.overhead,
             request_id=plan.caller.request_id,
         )

@@ -9,7 +9,7 @@ import pytest
 from proxy.compaction.breaker import COOLDOWN_S, Breaker
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.runner import fit
-from proxy.compaction.strategies import Background, Reset, Summarize
+from proxy.compaction.strategies import Background, Full, Reset, Summarize, Turns
 from proxy.config import HookSettings
 from proxy.context.budget import ContextTooLarge
 from proxy.context.tokens import TokenCounter
@@ -19,10 +19,11 @@ from tests.context.factories import FakeSummarizer, budget, history, summarizing
 SUMMARIZE = summarizing(Summarize, preserve_recent=2)
 
 
-async def run(h, b, strategy=SUMMARIZE, breaker=Breaker(), summarizer=None, usage=None, new_tokens=10):  # type: ignore[no-untyped-def]
+async def run(h, b, strategy=SUMMARIZE, breaker=Breaker(), summarizer=None, usage=None, new_tokens=10, forced=False):  # type: ignore[no-untyped-def]
     return await fit(
         h, new_tokens=new_tokens, budget=b, strategy=strategy, summarizer=summarizer or FakeSummarizer(),
         archive_uri="context://archive/win_1", count_text=len, breaker=breaker, usage=usage, preference="max",
+        forced=forced,
     )  # fmt: skip
 
 
@@ -101,3 +102,30 @@ def keep_last_two(history: list[dict[str, str]], budget: dict[str, int]) -> list
 
 def raises(history: object, budget: object) -> None:
     raise ValueError("boom")
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [SUMMARIZE, summarizing(Summarize, split="ratio", preserve_ratio=0.9), Turns(
+        keep_recent=8, compact_after=20, min_shrink_ratio=0.5, validator=None), Background(SUMMARIZE)],
+    ids=["recent-turns", "ratio", "turns", "background"],
+)  # fmt: skip
+async def test_a_forced_compaction_keeps_only_the_most_recent_turn_whatever_the_budget(strategy: object) -> None:
+    h = history(5)
+    assert (await run(h, budget(1000, 700), strategy=strategy)).result is None, "not due by the budget"
+    fitted = await run(h, budget(1000, 700), strategy=strategy, forced=True)
+    assert fitted.forced and fitted.result is not None
+    assert [u.last_seq for u in fitted.result.kept] == [4] and len(fitted.result.evicted) == 4
+    assert fitted.history.window.current == "win_1"
+
+
+async def test_a_forced_compaction_with_one_turn_or_an_open_breaker_does_nothing() -> None:
+    summarizer = FakeSummarizer()
+    fitted = await run(history(1), budget(1000, 700), summarizer=summarizer, forced=True)
+    assert fitted.forced and fitted.result is None and "one turn" in (fitted.skipped or "")
+    fitted = await run(history(5), budget(1000, 700), breaker=Breaker(3, time.time()), forced=True)
+    assert fitted.skipped == "circuit breaker open" and summarizer.calls == []
+    fitted = await run(history(5), budget(1000, 700), strategy=Full(), forced=True)
+    assert fitted.result is None and fitted.skipped == "strategy full never compacts"
+    fitted = await run(history(5), budget(1000, 700), summarizer=FakeSummarizer(fail=True), forced=True)
+    assert fitted.failure, "the breaker counts a failed forced compaction as any other"
