@@ -72,7 +72,8 @@ class TurnRecorder:
         )
         usage = outcome.usage
         if self._rounds is not None:
-            record["rounds"] = self._rounds.rounds
+            if self._rounds.rounds:
+                record["rounds"] = self._rounds.rounds
             usage = self._rounds.first_usage  # the answer that measured the composed context
         feedback = None
         prompt_tokens = (usage or {}).get("prompt_tokens")
