@@ -12,6 +12,7 @@ offered, so their calls are answered here and never reach the client.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import orjson
@@ -24,7 +25,7 @@ from proxy.store import SessionKeys, Store
 from proxy.turn import handoff
 from proxy.turn.request import ChatRequest
 from proxy.turn.resolver import ToolResolver
-from proxy.turn.rounds import Send, ToolRounds
+from proxy.turn.rounds import ToolRounds
 from proxy.turn.tools import ProxyTools, offer, with_tools
 from proxy.types import Message
 from proxy.upstream import Answer
@@ -121,16 +122,20 @@ class ContextTools:
         answer: Answer,
         prepared: Prepared,
         *,
-        send: Send,
+        send: Callable[[ChatRequest, bytes], Awaitable[Answer]],
         keys: SessionKeys,
         encoder: Encoder,
         room: int,
         request_id: str,
     ) -> ToolRounds:
-        """`answer` read through the proxy's tool rounds; `room`: tokens the rounds may add."""
+        """`answer` read through the proxy's tool rounds, each later round sent with `send`
+        as the first was; `room`: the tokens the rounds may add to the model's window."""
         resolver = ToolResolver(self._store, keys, prepared.window_id, encoder, room)
+
+        async def send_round(added: list[Message], offering: bool) -> Answer:
+            return await send(*prepared.with_rounds(added, offering))
 
         def on_round(number: int, names: tuple[str, ...]) -> None:
             self._events.emit(ToolRound(keys.session, request_id, number, names))
 
-        return ToolRounds(answer, send=send, tools=prepared.tools, resolver=resolver, on_round=on_round)
+        return ToolRounds(answer, send=send_round, tools=prepared.tools, resolver=resolver, on_round=on_round)

@@ -2,9 +2,11 @@
 
 identify (the HTTP edge) -> load and reconcile (the request's system block apart from its
 conversation; a derived session found by the conversation) -> count the new input -> fit under
-budget (maybe compact, and land it) -> compose -> forward (once more, compacted, if the
-upstream names a smaller window than assumed) -> relay -> record the turn (feeding its
-usage back) -> background work. `TurnDeps` is built once at start-up; nothing here
+budget (maybe compact, and land it; forced when the model called `new_context`) -> compose
+(with the proxy's context tools and the handoff notice, `context_tools.py`) -> forward (once
+more, compacted, if the upstream names a smaller window than assumed) -> relay (through the
+proxy's tool rounds when its tools were offered) -> record the turn (feeding its usage back)
+-> background work. `TurnDeps` is built once at start-up; nothing here
 reaches into the application, so a second entry point (a session API call, a job)
 reuses the same steps.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 
 from aiohttp import web
 
@@ -149,7 +152,11 @@ class TurnService:
             answer, prepared = await self._forward(plan, fitted, budget)
         if not prepared.tools:
             return ActiveTurn(self.deps, plan, fitted, budget, answer, prepared.extra_tokens)
-        rounds = self._rounds(plan, fitted, budget, answer, prepared)
+        sent = fitted.tokens + sum(plan.new_tokens) + prepared.extra_tokens
+        rounds = self._tools.rounds(
+            answer, prepared, send=partial(self._send, plan), keys=plan.conversation.keys, encoder=encoder,
+            room=budget.context_window - budget.reserve - sent, request_id=caller.request_id,
+        )  # fmt: skip
         return ActiveTurn(self.deps, plan, fitted, budget, rounds, prepared.extra_tokens, rounds)
 
     async def _load(self, caller: Caller, messages: list[Message]) -> Conversation:
@@ -293,25 +300,6 @@ class TurnService:
         )
         d.events.emit(UpstreamAnswered(CHAT_PATH, answer.status, seconds, plan.caller.request_id))
         return answer
-
-    def _rounds(
-        self, plan: _Plan, fitted: Fitted, budget: Budget, answer: UpstreamResponse, prepared: Prepared
-    ) -> ToolRounds:
-        """The answer read through the proxy's tool rounds, each later round sent like the first."""
-
-        async def send(added: list[Message], offering: bool) -> Answer:
-            return await self._send(plan, *prepared.with_rounds(added, offering))
-
-        sent = fitted.tokens + sum(plan.new_tokens) + prepared.extra_tokens
-        return self._tools.rounds(
-            answer,
-            prepared,
-            send=send,
-            keys=plan.conversation.keys,
-            encoder=plan.encoder,
-            room=budget.context_window - budget.reserve - sent,
-            request_id=plan.caller.request_id,
-        )
 
     async def _window_learned(self, plan: _Plan, answer: UpstreamResponse) -> bool:
         """Whether the upstream refused the prompt as too long, naming a smaller window than assumed."""
