@@ -302,7 +302,7 @@ def _check_tools(tools: Any) -> web.Response | None:
     for index, tool in enumerate(tools or ()):
         function = tool.get("function") if isinstance(tool, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
-        if tool.get("type") != "function" or not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+        if not isinstance(name, str) or tool.get("type") != "function" or not TOOL_NAME.fullmatch(name):
             return error(400, f"Invalid 'tools[{index}].function.name': string does not match pattern.",
                          "invalid_request_error", param=f"tools[{index}].function.name", code="invalid_value")  # fmt: skip
     return None

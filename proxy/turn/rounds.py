@@ -153,9 +153,12 @@ class ToolRounds:
             self._head = {k: chunk[k] for k in _HEAD_KEYS if k in chunk}
         if is_usage_only(chunk):
             return b""
-        choices = [c for c in map(self._visible_choice, chunk.get("choices") or ()) if c is not None]
+        original = chunk.get("choices") or []
+        choices = [c for c in map(self._visible_choice, original) if c is not None]
         if not choices:
             return b""
+        if choices == original and chunk.get("id") == self._head.get("id"):
+            return event.raw  # nothing held back: relayed byte for byte
         return _event({**chunk, **self._head, "choices": choices})
 
     def _visible_choice(self, choice: JSONObject) -> JSONObject | None:
