@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 import orjson
 
+from proxy.compaction import Fitted
 from proxy.config import ContextSettings
-from proxy.context.compose import History, compose_json, compose_messages
+from proxy.context.budget import effective_tokens
+from proxy.context.compose import compose_json, compose_messages
 from proxy.context.tokens import Encoder, request_overhead
 from proxy.events import EventBus, HandoffNoticed, ToolRound, ToolsShadowed
 from proxy.store import SessionKeys, Store
@@ -27,7 +29,7 @@ from proxy.turn.request import ChatRequest
 from proxy.turn.resolver import ToolResolver
 from proxy.turn.rounds import ToolRounds
 from proxy.turn.tools import ProxyTools, offer, with_tools
-from proxy.types import Message
+from proxy.types import JSONObject, Message
 from proxy.upstream import Answer
 
 
@@ -82,19 +84,26 @@ class ContextTools:
     async def prepare(
         self,
         chat: ChatRequest,
-        history: History,
+        fitted: Fitted,
         new_input: list[Message],
         *,
         keys: SessionKeys,
         encoder: Encoder,
         trigger: int,
-        size: int,
+        new_tokens: int,
+        usage: JSONObject | None,
         overhead: int,
         request_id: str,
     ) -> Prepared:
-        """`size`: the context as the trigger measures it (history and new input, usage fed
-        back); `overhead`: the reply primer and tool schemas the budget step reserved."""
+        """The first upstream request: the fitted history and `new_input` (`new_tokens`
+        tokens) composed, the proxy's tools added. `usage`: the session's fed-back usage (the
+        headroom is measured as the trigger measures); `overhead`: the reply primer and tool
+        schemas the budget step reserved."""
+        history = fitted.history
         window_id = history.window.current
+        size = effective_tokens(
+            fitted.tokens + new_tokens, usage, window_id=window_id, preference=self._context.usage_preference
+        )
         tools = self.tools_for(chat, window_id)
         self._tell_shadowed(tools, request_id)
         body = with_tools(chat.body, tools)

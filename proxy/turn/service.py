@@ -24,7 +24,7 @@ from proxy.compaction import BackgroundJobs, Fitted, Landing, fit, make_summariz
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer, server_params, without_server
 from proxy.config import Settings
-from proxy.context.budget import Budget, effective_tokens, make_budget
+from proxy.context.budget import Budget, make_budget
 from proxy.context.cache import PathCache
 from proxy.context.limits import ModelLimits
 from proxy.context.tokens import Encoder, TokenCounter
@@ -275,22 +275,12 @@ class TurnService:
         )
 
     async def _forward(self, plan: _Plan, fitted: Fitted, budget: Budget) -> tuple[UpstreamResponse, Prepared]:
+        conversation = plan.conversation
         prepared = await self._tools.prepare(
-            plan.chat,
-            fitted.history,
-            sent_input(plan.conversation.reconciled.new_input, self.deps.settings.context),
-            keys=plan.conversation.keys,
-            encoder=plan.encoder,
-            trigger=budget.trigger,
-            size=effective_tokens(
-                fitted.tokens + sum(plan.new_tokens),
-                plan.conversation.usage,
-                window_id=fitted.history.window.current,
-                preference=self.deps.settings.context.usage_preference,
-            ),
-            overhead=plan.overhead,
-            request_id=plan.caller.request_id,
-        )
+            plan.chat, fitted, sent_input(conversation.reconciled.new_input, self.deps.settings.context),
+            keys=conversation.keys, encoder=plan.encoder, trigger=budget.trigger, new_tokens=sum(plan.new_tokens),
+            usage=conversation.usage, overhead=plan.overhead, request_id=plan.caller.request_id,
+        )  # fmt: skip
         return await self._send(plan, prepared.chat, prepared.messages_json), prepared
 
     async def _send(self, plan: _Plan, chat: ChatRequest, messages_json: bytes) -> UpstreamResponse:
@@ -319,15 +309,9 @@ class ActiveTurn:
     """A turn whose request went upstream: relay the answer, record it, start background work."""
 
     def __init__(
-        self,
-        deps: TurnDeps,
-        plan: _Plan,
-        fitted: Fitted,
-        budget: Budget,
-        answer: Answer,
-        extra_tokens: int = 0,
+        self, deps: TurnDeps, plan: _Plan, fitted: Fitted, budget: Budget, answer: Answer, extra_tokens: int = 0,
         rounds: ToolRounds | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self._deps = deps
         self._plan = plan
         self._fitted = fitted
