@@ -11,9 +11,8 @@ offered, so their calls are answered here and never reach the client.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -52,7 +51,7 @@ class Prepared:
         if not offering:
             tools = [t for t in chat.body.get("tools") or () if t not in self.tools.definitions]
             body = {k: v for k, v in chat.body.items() if k != "tools"}
-            chat = dataclasses.replace(chat, body={**body, "tools": tools} if tools else body)
+            chat = replace(chat, body={**body, "tools": tools} if tools else body)
         return chat, self.messages_json[:-1] + b"," + orjson.dumps(added)[1:]
 
 
@@ -89,7 +88,7 @@ class ContextTools:
         *,
         keys: SessionKeys,
         encoder: Encoder,
-        trigger: int,
+        trigger: int | None,
         new_tokens: int,
         usage: JSONObject | None,
         overhead: int,
@@ -97,28 +96,38 @@ class ContextTools:
     ) -> Prepared:
         """The first upstream request: the fitted history and `new_input` (`new_tokens`
         tokens) composed, the proxy's tools added. `usage`: the session's fed-back usage (the
-        headroom is measured as the trigger measures); `overhead`: the reply primer and tool
-        schemas the budget step reserved."""
+        headroom is measured as the trigger measures); `trigger`: None when the strategy never
+        compacts (server-managed, `full`), so no handoff notice; `overhead`: the reply primer
+        and tool schemas the budget step reserved."""
         history = fitted.history
         window_id = history.window.current
-        size = effective_tokens(
-            fitted.tokens + new_tokens, usage, window_id=window_id, preference=self._context.usage_preference
-        )
         tools = self.tools_for(chat, window_id)
         self._tell_shadowed(tools, request_id)
         body = with_tools(chat.body, tools)
         extra = request_overhead(encoder, body.get("tools")) - overhead
-        settings = self._context.handoff_for(chat.model)
-        room = handoff.headroom(trigger, size)
-        if settings is None or not handoff.due(settings, room) or not await self._store.claim_handoff(keys, window_id):
-            return Prepared(
-                dataclasses.replace(chat, body=body), compose_json(history, new_input), window_id, tools, extra
-            )
-        notice = handoff.notice_text(settings.prompt, room)
+        size = fitted.tokens + new_tokens
+        notice = await self._notice(chat.model, keys, window_id, trigger, size, usage, request_id)
+        if notice is None:
+            return Prepared(replace(chat, body=body), compose_json(history, new_input), window_id, tools, extra)
         messages = handoff.with_notice(compose_messages(history, new_input), notice)
-        self._events.emit(HandoffNoticed(keys.session, request_id, window_id, max(0, room)))
         extra += len(encoder.encode_ordinary(notice))
-        return Prepared(dataclasses.replace(chat, body=body), orjson.dumps(messages), window_id, tools, extra)
+        return Prepared(replace(chat, body=body), orjson.dumps(messages), window_id, tools, extra)
+
+    async def _notice(
+        self, model: str, keys: SessionKeys, window_id: str, trigger: int | None, local: int,
+        usage: JSONObject | None, request_id: str,
+    ) -> str | None:  # fmt: skip
+        """The handoff notice, when the headroom is within the budget and this window has
+        not had it yet (claimed in the store, so once across replicas and restarts)."""
+        settings = self._context.handoff_for(model)
+        if settings is None or trigger is None:
+            return None
+        size = effective_tokens(local, usage, window_id=window_id, preference=self._context.usage_preference)
+        room = handoff.headroom(trigger, size)
+        if not handoff.due(settings, room) or not await self._store.claim_handoff(keys, window_id):
+            return None
+        self._events.emit(HandoffNoticed(keys.session, request_id, window_id, max(0, room)))
+        return handoff.notice_text(settings.prompt, room)
 
     def _tell_shadowed(self, tools: ProxyTools, request_id: str) -> None:
         new = tuple(n for n in tools.shadowed if n not in self._shadowed)

@@ -275,10 +275,12 @@ class TurnService:
         )
 
     async def _forward(self, plan: _Plan, fitted: Fitted, budget: Budget) -> tuple[UpstreamResponse, Prepared]:
-        conversation = plan.conversation
+        conversation, strategy = plan.conversation, plan.strategy
+        compacts = server_params(strategy) is None and strategy.name != "full"  # else no handoff notice
         prepared = await self._tools.prepare(
             plan.chat, fitted, sent_input(conversation.reconciled.new_input, self.deps.settings.context),
-            keys=conversation.keys, encoder=plan.encoder, trigger=budget.trigger, new_tokens=sum(plan.new_tokens),
+            keys=conversation.keys, encoder=plan.encoder, trigger=budget.trigger if compacts else None,
+            new_tokens=sum(plan.new_tokens),
             usage=conversation.usage, overhead=plan.overhead, request_id=plan.caller.request_id,
         )  # fmt: skip
         return await self._send(plan, prepared.chat, prepared.messages_json), prepared

@@ -239,3 +239,15 @@ async def test_the_handoff_flag_survives_a_restart(start_proxy: ProxyFactory) ->
         model="tiny-model", messages=[{"role": "user", "content": "again"}]
     )
     assert "HANDOFF" not in user_texts(second.fake.chats[-1]["messages"]), "the same window: no second notice"
+
+
+async def test_no_handoff_notice_when_the_strategy_never_compacts(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="full", handoff={"budget_tokens": 5000, "prompt": "HANDOFF {n_remaining}"})
+    client = proxy.client(default_headers={"X-Session-Id": "full"})
+    await client.chat.completions.create(model="tiny-model", messages=[{"role": "user", "content": "hello"}])
+    await client.chat.completions.create(
+        model="tiny-model",
+        messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"X-Context-Strategy": "summarize"},
+    )
+    assert ["HANDOFF" in user_texts(b["messages"]) for b in proxy.fake.chats] == [False, True]
