@@ -12,7 +12,8 @@
   the last `context://archive/...` URI cited in the conversation, and answers from the
   tool result (the line that mentions the topic); "keep recalling" makes it call
   `recall_context` every time it is offered (a looping model); "new context" makes it
-  call `new_context` when offered.
+  call `new_context` when offered; "fail after recall" makes it fail (500) once it is
+  given a `recall_context` result.
 """
 
 from __future__ import annotations
@@ -147,7 +148,9 @@ class FakeOpenAI:
         last = _last_user_text(body["messages"])
         if "fail 429" in last:
             return error(429, "Rate limit reached for requests", "requests", code="rate_limit_exceeded")
-        if "fail 500" in last:
+        if "fail 500" in last or (
+            "fail after recall" in last and "recall_context" in _answered_tools(messages_of(body))
+        ):
             return error(500, "The server had an error while processing your request.", "server_error")
         message = self._answer(body)
         completion = len(self.encoder.encode_ordinary(message.get("content") or "")) + 1
@@ -255,6 +258,10 @@ class FakeOpenAI:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(body.get("messages") or ())
 
 
 def _call(name: str, arguments: str) -> dict[str, Any]:

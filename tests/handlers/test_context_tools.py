@@ -251,3 +251,17 @@ async def test_no_handoff_notice_when_the_strategy_never_compacts(start_proxy: P
         extra_headers={"X-Context-Strategy": "summarize"},
     )
     assert ["HANDOFF" in user_texts(b["messages"]) for b in proxy.fake.chats] == [False, True]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_an_upstream_error_in_a_later_round_fails_the_turn(start_proxy: ProxyFactory, stream: bool) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    client = await compact_after_fact(proxy, "broken")
+    with pytest.raises(openai.APIError):
+        await ask(client, "What was the secret code? fail after recall", stream=stream)
+    _, journal = await session_json(proxy, "broken")
+    turn = journal["turns"][-1]
+    assert turn["status"] == "failed" and turn["error"]["status"] == 500
+    assert turn["rounds"][0]["message"]["tool_calls"][0]["function"]["name"] == "recall_context"
+    content, _, _ = await ask(client, "hello again", stream=stream)
+    assert content.startswith("Answer"), "the session goes on"
