@@ -265,3 +265,24 @@ async def test_an_upstream_error_in_a_later_round_fails_the_turn(start_proxy: Pr
     assert turn["rounds"][0]["message"]["tool_calls"][0]["function"]["name"] == "recall_context"
     content, _, _ = await ask(client, "hello again", stream=stream)
     assert content.startswith("Answer"), "the session goes on"
+
+
+async def test_a_full_history_client_continues_after_a_recall_on_the_same_branch(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    client = proxy.client(default_headers={"X-Session-Id": "full-history"})
+    history: list[dict[str, Any]] = [SYSTEM]
+    questions = [FACT, *(filler(n) for n in range(40))]
+    for question in questions:
+        history.append({"role": "user", "content": question})
+        raw = await client.chat.completions.with_raw_response.create(model="tiny-model", messages=history)
+        history.append({"role": "assistant", "content": raw.parse().choices[0].message.content})
+        if raw.headers["X-Context-Window-Id"] == "win_1":
+            break
+    for question in (QUESTION, "thanks"):
+        history.append({"role": "user", "content": question})
+        answer = await client.chat.completions.create(model="tiny-model", messages=history)
+        history.append({"role": "assistant", "content": answer.choices[0].message.content})
+    assert "PELICAN-42" in history[-3]["content"]
+    _, journal = await session_json(proxy, "full-history")
+    assert len(journal["branches"]) == 1, "the answer the client holds is the one journaled"
+    assert [len(t.get("rounds") or ()) for t in journal["turns"][-2:]] == [1, 0]
