@@ -22,7 +22,8 @@ from proxy.context.limits import ModelLimits
 from proxy.context.tokens import TokenCounter
 from proxy.events import EventBus, log_event
 from proxy.handlers import chat, health, passthrough, session_list, sessions, ui
-from proxy.handlers.middleware import error_middleware, metrics_middleware
+from proxy.handlers.access import access_middleware
+from proxy.handlers.middleware import error_middleware
 from proxy.keys import EMBEDDED, METRICS, SESSIONS, SETTINGS, STORE, TURN_CONTEXTS, TURNS, UPSTREAM
 from proxy.metrics import Metrics
 from proxy.store import EmbeddedRedis, Store
@@ -65,6 +66,7 @@ async def _upstream_ctx(app: web.Application) -> AsyncIterator[None]:
         base_url=up.base_url,
         api_key=up.api_key,
         timeout_s=up.timeout_s,
+        read_timeout_s=up.read_timeout_s,
         connect_timeout_s=up.connect_timeout_s,
         max_connections=up.max_connections,
     )
@@ -93,6 +95,7 @@ def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks
             hooks=hooks,
             builders=builders,
         )
+        app[METRICS].cache = deps.paths
         app[TURNS] = TurnService(deps)
         app[SESSIONS] = SessionAPI(deps.store, deps.paths, deps.tokens, settings=settings, events=deps.events)
         app[TURN_CONTEXTS] = TurnContexts(deps.store, deps.tokens, deps.limits, settings.context)
@@ -109,10 +112,11 @@ async def _stop_accepting(writes: PendingWrites) -> None:
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         client_max_size=int(settings.server.max_body_mb * 1024 * 1024),
-        middlewares=[metrics_middleware, error_middleware],
+        middlewares=[access_middleware, error_middleware],
+        handler_args={"auto_decompress": False},  # bodies are decoded by handlers/encoding.py
     )
     app[SETTINGS] = settings
-    app[METRICS] = Metrics()
+    app[METRICS] = Metrics(settings.context.models)
     strategies = StrategyRegistry.from_settings(settings.context)  # a bad validator path fails here
     hooks, builders = Hooks(settings.context.hooks), Builders(settings.context)  # so do hooks and builders
     writes = PendingWrites()

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -14,8 +15,9 @@ from datetime import UTC, datetime
 import orjson
 from aiohttp import web
 
+from proxy import __version__, logs, tracing
 from proxy.app import create_app
-from proxy.config import Settings, load_settings, with_overrides
+from proxy.config import LOG_FORMATS, Settings, config_file, load_settings, with_overrides
 from proxy.context.cache import PathCache
 from proxy.errors import ConfigError, Conflict, StoreUnavailable
 from proxy.events import EventBus
@@ -33,12 +35,14 @@ _GC_THRESHOLDS = (50_000, 20, 100)
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="context-proxy", description="OpenAI-compatible context-managing gateway")
     parser.add_argument("--config", help="config file (default: $CONTEXT_PROXY_CONFIG, else ./config.yaml)")
+    parser.add_argument("--version", action="version", version=f"context-proxy {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the proxy")
     serve.add_argument("--config", dest="sub_config", help=argparse.SUPPRESS)
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    serve.add_argument("--log-format", choices=LOG_FORMATS, help="text (default) or json: one object per line")
     sessions = commands.add_parser("sessions", help="inspect or delete stored sessions")
     sessions.add_argument("--config", dest="sub_config", help=argparse.SUPPRESS)
     actions = sessions.add_subparsers(dest="action", required=True)
@@ -60,12 +64,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    level = getattr(args, "log_level", "info").upper()
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
-        settings = load_settings(args.sub_config or args.config)
+        config = args.sub_config or args.config
+        settings = load_settings(config)
+        logs.configure(
+            getattr(args, "log_level", "info"), getattr(args, "log_format", None) or settings.server.log_format
+        )
         if args.command == "serve":
-            return _serve(with_overrides(settings, host=args.host, port=args.port))
+            tracing.setup(os.environ)
+            source = str(config_file(config) or "(defaults)")
+            return _serve(with_overrides(settings, host=args.host, port=args.port), source)
         return asyncio.run(_sessions(settings, args))
     except ConfigError as exc:
         print(f"context-proxy: {exc}", file=sys.stderr)
@@ -75,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _serve(settings: Settings) -> int:
+def _serve(settings: Settings, source: str) -> int:
     try:
         import uvloop
 
@@ -92,7 +100,7 @@ def _serve(settings: Settings) -> int:
         handler_cancellation=True,
         access_log=None,
         loop=loop,
-        print=lambda text: print(f"context-proxy listening on http://{settings.server.host}:{settings.server.port}"),
+        print=lambda _: logging.getLogger("context_proxy").info(logs.startup_fields(settings, source)),
     )
     return 0
 

@@ -28,6 +28,7 @@ USAGE_PREFERENCES = ("max", "feed_first", "tokenizer_first")
 SPLITS = ("ratio", "recent-turns")
 MAX_PROMPT_BYTES = 2000
 HANDOFF_PROMPT = "About {n_remaining} tokens remain before this conversation is compacted. Note anything you must keep."
+LOG_FORMATS = ("text", "json")
 
 Check = Callable[[Any], str | None]
 
@@ -140,6 +141,7 @@ class ServerSettings:
     max_body_mb: float = _check(_positive, 32.0)
     shutdown_timeout_s: float = _check(_positive, 30.0)
     cache_messages: int = _check(_non_negative, 25000)
+    log_format: str = _check(_one_of(*LOG_FORMATS), "text")
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,8 @@ class UpstreamSettings:
     base_url: str = _check(_url, "https://api.openai.com/v1")
     api_key: str = ""
     timeout_s: float = _check(_positive, 600.0)
+    read_timeout_s: float = _check(_positive, 300.0)
+    """The longest silence allowed while waiting for an answer's headers or its next bytes."""
     connect_timeout_s: float = _check(_positive, 10.0)
     max_connections: int = _check(_positive, 256)
 
@@ -311,15 +315,22 @@ def expand_env(value: Any, env: Mapping[str, str], path: str = "") -> Any:
     return expanded
 
 
+def config_file(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path | None:
+    """The file `load_settings` reads: the one named, else `./config.yaml` if it exists, else None (defaults)."""
+    env = os.environ if env is None else env
+    config_path = Path(path or env.get("CONTEXT_PROXY_CONFIG") or "config.yaml")
+    explicit = path is not None or "CONTEXT_PROXY_CONFIG" in env
+    return config_path if explicit or config_path.exists() else None
+
+
 def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Read the config file (or the defaults when the default path does not exist)."""
     env = os.environ if env is None else env
-    explicit = path is not None or "CONTEXT_PROXY_CONFIG" in env
-    config_path = Path(path or env.get("CONTEXT_PROXY_CONFIG") or "config.yaml")
-    if not config_path.exists():
-        if explicit:
-            raise ConfigError(f"config: file {config_path} does not exist")
+    config_path = config_file(path, env)
+    if config_path is None:
         return Settings()
+    if not config_path.exists():
+        raise ConfigError(f"config: file {config_path} does not exist")
     try:
         raw = yaml.safe_load(config_path.read_text())
     except yaml.YAMLError as exc:

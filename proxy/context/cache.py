@@ -41,11 +41,17 @@ class PathCache:
         self._sizes: dict[tuple[str, str], int] = {}
         self._total = 0
         self._max = max_messages
+        self.hits = 0
+        self.misses = 0
+        """Lookups that found an entry (the store still confirms it is exact) and those that did not."""
 
     def get(self, key: tuple[str, str]) -> CachedPath | None:
         entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._entries.move_to_end(key)
         return entry
 
     def put(self, key: tuple[str, str], entry: CachedPath) -> None:

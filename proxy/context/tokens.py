@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import orjson
 import tiktoken
 
+from proxy.logs import brief
 from proxy.types import Message
 
 log = logging.getLogger("context_proxy.tokens")
@@ -92,7 +93,7 @@ class TokenCounter:
         except Exception as exc:  # tiktoken raises whatever its download raised
             if name == FALLBACK_ENCODING:
                 raise
-            log.warning("encoding %s unavailable (%s); using %s for it from now on", name, exc, FALLBACK_ENCODING)
+            log.warning("encoding %s unavailable (%s); using %s for it from now on", name, brief(exc), FALLBACK_ENCODING)
             return _lean(tiktoken.get_encoding(FALLBACK_ENCODING))
 
     def is_native(self, model: str, encoder: Encoder) -> bool:

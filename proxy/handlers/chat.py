@@ -7,13 +7,11 @@ turn to `TurnService` (load, fit, forward) and let it relay and record.
 
 from __future__ import annotations
 
-import os
-
 from aiohttp import web
 
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.request import parse_chat_request, read_body
-from proxy.keys import ROUTE_MODEL, SETTINGS, TURNS
+from proxy.keys import REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
 from proxy.sessions import requested_session, tenant_of
 from proxy.turn import STRATEGY_HEADER, Caller, ChatRequest
 from proxy.turn.forward import CHAT_PATH
@@ -33,14 +31,17 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         header_name=settings.sessions.header,
     )
     tenant = tenant_of(authorization, settings.upstream.api_key)
-    caller = Caller(tenant, session, authorization, request.headers, "req_" + os.urandom(12).hex())
+    caller = Caller(tenant, session, authorization, request.headers, request[REQUEST_ID])
     turn = await turns.begin(chat, caller, spec)
-    return await turn.relay(request)
+    response = await turn.relay(request)
+    request[TURN_FACTS] = turn.facts()
+    return response
 
 
 async def _pass_through(request: web.Request, chat: ChatRequest) -> web.StreamResponse:
     """`X-Context-Strategy: off`: the body goes as the client sent it; nothing is journaled."""
     upstream = request.app[TURNS].deps.upstream
     headers = upstream.headers_for(request.headers, session_header=request.app[SETTINGS].sessions.header)
+    headers.popall("Content-Encoding", None)  # chat.raw is the decoded body
     answer = await upstream.send("POST", CHAT_PATH, headers=headers, body=chat.raw, query=request.query)
     return await relay_raw(request, answer)

@@ -7,14 +7,11 @@ wrong method, body too large) get the same shape. Anything else is logged with t
 request path and answered 500, unless the response had already started streaming:
 then there is no way left to tell the client, and the error is re-raised so that the
 server drops the connection and logs it.
-
-`metrics_middleware` (outermost) counts every request with its final status.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
 import orjson
@@ -24,9 +21,8 @@ from aiohttp.typedefs import Handler
 from proxy.compaction.strategies import UnknownStrategy
 from proxy.context.budget import ContextTooLarge
 from proxy.errors import BadRequest, BudgetExceeded, NotFound, ProxyError
-from proxy.keys import METRICS, ROUTE_MODEL
 from proxy.turn import SessionNotFound
-from proxy.turn.relay import RESPONSE_STARTED
+from proxy.turn.relay import RESPONSE_STARTED, note_error
 
 log = logging.getLogger("context_proxy")
 
@@ -67,6 +63,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception as exc:
         error = _as_proxy_error(exc)
         if error is not None and not request.get(RESPONSE_STARTED):
+            note_error(request, error)
             return error_response(error.status, error.body())
         log.exception("unhandled error on %s %s", request.method, request.path)
         if request.get(RESPONSE_STARTED):
@@ -74,18 +71,3 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         body = {"error": {"message": "internal proxy error", "type": "server_error", "param": None, "code": None}}
         return error_response(500, body)
 
-
-@web.middleware
-async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    metrics = request.app[METRICS]
-    metrics.in_flight += 1
-    started = time.perf_counter()
-    status = 500
-    try:
-        response = await handler(request)
-        status = response.status
-        return response
-    finally:
-        metrics.in_flight -= 1
-        route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
-        metrics.request_done(route, request.get(ROUTE_MODEL, ""), status, time.perf_counter() - started)

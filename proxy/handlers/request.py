@@ -13,6 +13,7 @@ import orjson
 from aiohttp import web
 
 from proxy.errors import BadRequest, PayloadTooLarge
+from proxy.handlers.encoding import decode_body
 from proxy.turn import ChatRequest
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -23,9 +24,10 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(f"request body is {request.content_length} bytes; the limit is {limit}")
     try:
-        return await request.read()
+        raw = await request.read()
     except web.HTTPRequestEntityTooLarge as exc:
         raise PayloadTooLarge(f"request body is over the limit of {limit} bytes") from exc
+    return decode_body(raw, request.headers.get("Content-Encoding"), limit)
 
 
 def parse_chat_request(raw: bytes) -> ChatRequest:

@@ -42,6 +42,7 @@ async def forward(
     """Send the composed request; the answer (unread) and the seconds to its headers."""
     headers = upstream.headers_for(client_headers, session_header=session_header)
     headers["Content-Type"] = "application/json"
+    headers.popall("Content-Encoding", None)  # the body is re-serialized, unencoded
     headers["Accept-Encoding"] = "identity"
     loop = asyncio.get_running_loop()
     started = loop.time()

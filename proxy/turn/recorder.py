@@ -13,6 +13,7 @@ that the client's next request finds the session (`derived.py`).
 
 from __future__ import annotations
 
+from proxy import tracing
 from proxy.context.tokens import Encoder, TokenCounter, count_message
 from proxy.sessions import TurnDraft, message_hash
 from proxy.store import SessionKeys, Store
@@ -51,13 +52,17 @@ class TurnRecorder:
         self._derived = derived
         self._rounds = rounds
         self._recorded = False
+        self.outcome: Outcome | None = None
+        """The outcome the turn was journaled with, once it was."""
 
     async def record(self, outcome: Outcome) -> None:
         """Journal the turn with this outcome; later calls do nothing."""
         if self._recorded:
             return
         self._recorded = True
-        await self._writes.run(self._write(outcome))
+        self.outcome = outcome
+        with tracing.span("record", status=outcome.status):
+            await self._writes.run(self._write(outcome))
 
     async def _write(self, outcome: Outcome) -> None:
         draft, output = self._draft, outcome.output

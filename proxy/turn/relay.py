@@ -22,11 +22,13 @@ from dataclasses import dataclass
 import orjson
 from aiohttp import web
 
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, UpstreamUnavailable
 from proxy.turn.status import ended_by
 from proxy.types import JSONObject, Message
 from proxy.upstream import Answer, SSEEvent, SSEParser, StreamAssembler, is_usage_only, parse_chunk
 from proxy.upstream.completion import NotACompletion, error_of, parse_completion
+
+_DONE = b"data: [DONE]\n\n"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class Outcome:
 
 RESPONSE_STARTED = web.RequestKey("response_started", bool)
 """Set once a response's headers have gone out: an error after that cannot become a response."""
+PROXY_ERROR = web.RequestKey("proxy_error", str)
+"""The code of an error the proxy answered with, or ended a started stream with."""
 
 
 async def start_stream(request: web.Request, response: web.StreamResponse) -> None:
@@ -60,18 +64,37 @@ async def relay_json(request: web.Request, answer: Answer, extra: Mapping[str, s
         answer.close()
         raise
     except ProxyError as exc:
-        return _error_response(exc), Outcome(ended_by(exc), error={"status": exc.status, "message": exc.message})
+        outcome = Outcome(ended_by(exc), error={"status": exc.status, "message": exc.message})
+        return _error_response(request, exc), outcome
     response = web.Response(status=answer.status, body=body, headers=_headers(answer, extra))
     if answer.status >= 400:
         return response, Outcome("failed", error=error_of(body, answer.status))
     try:
         completion = parse_completion(body)
     except NotACompletion as exc:
+        if isinstance(exc.__cause__, orjson.JSONDecodeError):  # a cut body: never relay it as an answer
+            cut = UpstreamUnavailable("the upstream answer was cut or is not JSON")
+            outcome = Outcome("failed", error={"status": cut.status, "message": cut.message})
+            return _error_response(request, cut), outcome
         return response, Outcome("failed", error={"status": answer.status, "message": str(exc)})
     return response, Outcome("completed", completion.message, completion.usage)
 
 
-def _error_response(exc: ProxyError) -> web.Response:
+async def _end_with_error(request: web.Request, response: web.StreamResponse, exc: ProxyError) -> web.StreamResponse:
+    """End a stream with an OpenAI error event: the SDKs raise on it rather than return a short answer."""
+    note_error(request, exc)
+    await response.write(b"data: " + orjson.dumps(exc.body()) + b"\n\n")
+    await response.write_eof()
+    return response
+
+
+def note_error(request: web.Request, exc: ProxyError) -> None:
+    """Say on the request which error the proxy answered with (the access log and metrics read it)."""
+    request[PROXY_ERROR] = exc.code or exc.type
+
+
+def _error_response(request: web.Request, exc: ProxyError) -> web.Response:
+    note_error(request, exc)
     return web.Response(status=exc.status, body=orjson.dumps(exc.body()), content_type="application/json")
 
 
@@ -108,11 +131,12 @@ class StreamRelay:
             if tail:
                 await response.write(tail)
         except ProxyError as exc:
+            # Cut or stalled: end with an error event, never as if the answer were whole.
             answer.close()
             await before_end(
                 Outcome(ended_by(exc), self.assembler.message(), error={"status": exc.status, "message": exc.message})
             )
-            return response
+            return await _end_with_error(request, response, exc)
         except (asyncio.CancelledError, ConnectionResetError):
             answer.close()
             await before_end(Outcome("canceled", self.assembler.message(), self.assembler.usage))
@@ -121,15 +145,19 @@ class StreamRelay:
         outcome = Outcome("completed", a.message(), a.usage)
         if a.error is not None:
             outcome = Outcome("failed", a.message(), a.usage, {"status": answer.status, **a.error})
+        cut = None
+        if not self._done and a.finish_reason is None and a.error is None:
+            cut = UpstreamUnavailable("the upstream ended the stream before the answer was complete")
+            outcome = Outcome("failed", a.message(), a.usage, {"status": 502, "message": cut.message})
         try:
             await before_end(outcome)
         except ProxyError as exc:
             # The turn could not be journaled: the stream ends with an error event instead
             # of [DONE], so the client does not take an answer the session will not have.
-            await response.write(b"data: " + orjson.dumps(exc.body()) + b"\n\n")
-            await response.write_eof()
-            return response
-        await response.write(self._done)
+            return await _end_with_error(request, response, exc)
+        if cut is not None:
+            return await _end_with_error(request, response, cut)
+        await response.write(self._done or _DONE)
         await response.write_eof()
         return response
 

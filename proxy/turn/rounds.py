@@ -55,6 +55,7 @@ class ToolRounds:
         self._on_round = on_round
         self.status: int = first.status
         self.headers: Mapping[str, str] = first.headers
+        self.seconds: float = first.seconds
         self.rounds: list[JSONObject] = []
         """The journal's view: per round, the call message, the results and the usage."""
         self.first_usage: JSONObject | None = None

@@ -20,6 +20,7 @@ from functools import partial
 
 from aiohttp import web
 
+from proxy import tracing
 from proxy.compaction import BackgroundJobs, Fitted, Landing, fit, make_summarizer
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer, server_params, without_server
@@ -39,6 +40,7 @@ from proxy.turn.claim import CompactionClaim
 from proxy.turn.context_tools import ContextTools, Prepared
 from proxy.turn.conversation import Conversation, load_conversation
 from proxy.turn.derived import DerivedSessions, new_session_id
+from proxy.turn.facts import TurnFacts, fitting
 from proxy.turn.forward import CHAT_PATH, forward, refusal_message
 from proxy.turn.pending import PendingWrites
 from proxy.turn.projection import sent_history, sent_input
@@ -114,7 +116,9 @@ class TurnService:
         """Load, reconcile, fit under budget and forward; the answer is not read yet."""
         d = self.deps
         leading, messages = split_leading(chat.messages)
-        conversation = await self._load(caller, messages)
+        with tracing.span("load") as span:
+            conversation = await self._load(caller, messages)
+            span.set("session", conversation.identity.session)
         encoder = await d.tokens.encoder_for(chat.model)
         conversation, system = await self._with_request_system(conversation, leading, encoder)
         context = d.settings.context
@@ -193,20 +197,22 @@ class TurnService:
         waits for it, reloads the session (its window has moved on) and fits that."""
         d = self.deps
         claim = CompactionClaim(d.store, plan.conversation.keys.compaction_lock, self._claim_ttl_s)
-        try:
-            budget = self._budget(plan)
-            fitted = await self._fit(plan, budget, claim)
-            if fitted.contended:
-                await claim.wait(d.settings.context.compression_timeout_s)
-                plan = await self._reload(plan)
+        with tracing.span("compaction", strategy=plan.strategy.name) as span:
+            try:
                 budget = self._budget(plan)
                 fitted = await self._fit(plan, budget, claim)
-            conversation = plan.conversation
-            await plan.landing.settle(fitted, conversation.stored_window, conversation.breaker, plan.strategy.name)
-            if plan.forced:
-                await self._tools.done_forcing(conversation.keys)
-        finally:
-            await claim.release()
+                if fitted.contended:
+                    await claim.wait(d.settings.context.compression_timeout_s)
+                    plan = await self._reload(plan)
+                    budget = self._budget(plan)
+                    fitted = await self._fit(plan, budget, claim)
+                conversation = plan.conversation
+                await plan.landing.settle(fitted, conversation.stored_window, conversation.breaker, plan.strategy.name)
+                if plan.forced:
+                    await self._tools.done_forcing(conversation.keys)
+            finally:
+                await claim.release()
+            span.set("context.compaction", fitting(fitted))
         return plan, fitted, budget
 
     @property
@@ -287,9 +293,11 @@ class TurnService:
 
     async def _send(self, plan: _Plan, chat: ChatRequest, messages_json: bytes) -> UpstreamResponse:
         d = self.deps
-        answer, seconds = await forward(
-            d.upstream, chat, messages_json, plan.caller.headers, session_header=d.settings.sessions.header
-        )
+        with tracing.span("upstream", model=chat.model, stream=chat.stream) as span:
+            answer, seconds = await forward(
+                d.upstream, chat, messages_json, plan.caller.headers, session_header=d.settings.sessions.header
+            )
+            span.set("http.response.status_code", answer.status)
         d.events.emit(UpstreamAnswered(CHAT_PATH, answer.status, seconds, plan.caller.request_id))
         return answer
 
@@ -322,6 +330,7 @@ class ActiveTurn:
         self._rounds = rounds
         self.sent_tokens = fitted.tokens + sum(plan.new_tokens) + plan.overhead + extra_tokens
         self.window_id = fitted.history.window.current
+        self._outcome: Outcome | None = None
 
     def response_headers(self) -> dict[str, str]:
         return {
@@ -344,10 +353,28 @@ class ActiveTurn:
                 await recorder.record(outcome)
         finally:
             await recorder.record(Outcome("canceled"))
+            self._outcome = recorder.outcome
         self._log()
         if self._fitted.deferred:
             self._start_background()
         return response
+
+    def facts(self) -> TurnFacts:
+        """What this turn was, for the access log, the metrics and the trace."""
+        plan, outcome = self._plan, self._outcome
+        prompt, completion = TurnFacts.usage_of(outcome.usage if outcome else None)
+        return TurnFacts(
+            session=plan.conversation.identity.session,
+            tenant=plan.caller.tenant,
+            window=self.window_id,
+            strategy=plan.strategy.name,
+            status=outcome.status if outcome else "canceled",
+            sent_tokens=self.sent_tokens,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            compaction=fitting(self._fitted),
+            upstream_s=self._answer.seconds,
+        )
 
     def _recorder(self) -> TurnRecorder:
         d, plan = self._deps, self._plan

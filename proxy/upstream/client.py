@@ -9,6 +9,7 @@ to relay unchanged.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from proxy import tracing
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
 
 HOP_BY_HOP = frozenset(
@@ -47,6 +49,8 @@ class UpstreamResponse:
         self._url = url
         self.status = response.status
         self.headers = response.headers
+        self.seconds = 0.0
+        """From sending the request to the answer's headers."""
 
     def relay_headers(self) -> CIMultiDict[str]:
         return CIMultiDict((k, v) for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP)
@@ -78,11 +82,19 @@ class UpstreamClient:
 
     @classmethod
     def create(
-        cls, *, base_url: str, api_key: str, timeout_s: float, connect_timeout_s: float, max_connections: int
+        cls,
+        *,
+        base_url: str,
+        api_key: str,
+        timeout_s: float,
+        connect_timeout_s: float,
+        max_connections: int,
+        read_timeout_s: float | None = None,
     ) -> UpstreamClient:
+        """`timeout_s` bounds a whole exchange; `read_timeout_s` any silence in it (a stalled stream)."""
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections, ttl_dns_cache=300),
-            timeout=aiohttp.ClientTimeout(total=timeout_s, connect=connect_timeout_s),
+            timeout=aiohttp.ClientTimeout(total=timeout_s, connect=connect_timeout_s, sock_read=read_timeout_s),
             auto_decompress=False,
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
         )
@@ -116,11 +128,17 @@ class UpstreamClient:
         """Send one request; the caller must `release()` or `close()` the response."""
         url = self.url_for(v1_path)
         timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s else self._session.timeout
+        if tracing.enabled():
+            headers = CIMultiDict(headers)
+            tracing.inject(headers)
+        started = time.perf_counter()
         with _mapped(url):
             response = await self._session.request(
                 method, url, params=query, headers=headers, data=body, allow_redirects=False, timeout=timeout
             )
-        return UpstreamResponse(response, url)
+        answer = UpstreamResponse(response, url)
+        answer.seconds = time.perf_counter() - started
+        return answer
 
     async def post_json(
         self, v1_path: str, body: bytes, *, authorization: str | None, timeout_s: float

@@ -1,0 +1,152 @@
+"""Log lines an operator can use: text (the default) or one JSON object per line.
+
+`configure(level, fmt)` installs the formatter on the root logger once, at start-up
+(`serve --log-format`, else `server.log_format`). A structured line is logged with a
+`Fields` message: text renders it as `key=value` pairs (values quoted when they hold
+spaces, quotes or control characters, so a client cannot forge a line), JSON as
+members of the line's object. Every other line is one line too: newlines in a message
+are escaped, and `brief(exc)` keeps a foreign exception's text short.
+
+The access line (`context_proxy.access`, INFO, one per request) and the start-up line
+are built here; `handlers/access.py` logs the former, `cli.py` the latter.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import traceback
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+
+from proxy import __version__
+from proxy.config import Settings
+
+_BARE = re.compile(r"[^\s\"'=\\\x00-\x1f\x7f]+")
+_BRIEF_CHARS = 160
+
+Value = str | int | float | bool | None
+
+
+class Fields:
+    """A structured log message: an event name and its fields, rendered by the formatter."""
+
+    __slots__ = ("event", "fields")
+
+    def __init__(self, event: str, fields: Mapping[str, Value]) -> None:
+        self.event = event
+        self.fields = fields
+
+    def __str__(self) -> str:
+        return " ".join([self.event, *(f"{k}={_text(v)}" for k, v in self.fields.items())])
+
+
+def _text(value: Value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    text = str(value)
+    return text if _BARE.fullmatch(text) else orjson.dumps(text).decode()
+
+
+def brief(exc: BaseException) -> str:
+    """An exception as one short line: its class and the start of its first line."""
+    lines = str(exc).strip().splitlines()
+    first = lines[0] if lines else ""
+    if len(first) > _BRIEF_CHARS or len(lines) > 1:
+        first = first[:_BRIEF_CHARS] + "…"
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = record.message.replace("\n", "\\n").replace("\r", "\\r")
+        return super().formatMessage(record)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, a structured line's fields, the traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+        }
+        if isinstance(record.msg, Fields) and not record.args:
+            line["message"] = record.msg.event
+            line.update(record.msg.fields)
+        else:
+            line["message"] = record.getMessage()
+        if record.exc_info:
+            line["exc"] = "".join(traceback.format_exception(*record.exc_info))
+        return orjson.dumps(line, default=str).decode()
+
+
+class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The proxy's own handler: configuring again replaces it and nothing else; it writes
+    to whatever `sys.stderr` is when a line is logged."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        return None
+
+
+def configure(level: str, fmt: str) -> None:
+    """Send every log line to stderr in this format; called once by the command line."""
+    handler = _Handler()
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _Handler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+
+
+def short_tenant(tenant: str) -> str:
+    """A tenant as a log shows it: a key's hash cut to 12 characters, a key name as it is."""
+    return tenant[:12] if re.fullmatch(r"[0-9a-f]{32,64}", tenant) else tenant
+
+
+def redis_in_use(settings: Settings) -> str:
+    """The Redis a proxy uses, with no password: a URL, or the embedded server's socket."""
+    url = settings.redis.url
+    if url == "embedded":
+        from proxy.store import EmbeddedRedis
+
+        return f"embedded {EmbeddedRedis(settings.redis.data_dir).url}"
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def startup_fields(settings: Settings, config: str) -> Fields:
+    """The start-up line: version, listening address, upstream, Redis, config file, strategy."""
+    server = settings.server
+    return Fields(
+        "context-proxy started",
+        {
+            "version": __version__,
+            "listen": f"http://{server.host}:{server.port}",
+            "upstream": settings.upstream.base_url,
+            "redis": redis_in_use(settings),
+            "config": config,
+            "strategy": ",".join(settings.context.strategy),
+        },
+    )

@@ -1,0 +1,50 @@
+"""What one managed turn was, for the access log, the metrics and the request's trace.
+
+`ActiveTurn.facts()` builds it once the turn is relayed and recorded; the chat handler
+puts it on the request (`keys.TURN_FACTS`), and the access middleware reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxy.compaction import Fitted
+from proxy.types import JSONObject
+
+
+@dataclass(frozen=True)
+class TurnFacts:
+    session: str
+    tenant: str
+    window: str
+    strategy: str
+    status: str
+    """The journal status: completed, failed, interrupted."""
+    sent_tokens: int
+    """The prompt tokens the proxy sent, by its own count."""
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    compaction: str
+    """What fitting under budget did: none, compacted, failed, deferred, or skipped."""
+    upstream_s: float
+
+    @staticmethod
+    def usage_of(usage: JSONObject | None) -> tuple[int | None, int | None]:
+        """(prompt, completion) tokens of an answer's usage, None where it says nothing."""
+        usage = usage or {}
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        return (
+            prompt if isinstance(prompt, int) else None,
+            completion if isinstance(completion, int) else None,
+        )
+
+
+def fitting(fitted: Fitted) -> str:
+    """What fitting under budget did, in one word."""
+    if fitted.result is not None:
+        return "compacted"
+    if fitted.failure is not None:
+        return "failed"
+    if fitted.deferred:
+        return "deferred"
+    return "skipped" if fitted.skipped is not None else "none"

@@ -1,0 +1,149 @@
+"""Logs an operator can use: one access line per request (text or JSON), warnings with the
+request id, a start-up line that says what runs, short lines for long foreign errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import openai
+import orjson
+import pytest
+
+from proxy.config import settings_from_mapping
+from proxy.context.tokens import TokenCounter
+from proxy.errors import ConfigError
+from proxy.logs import JsonFormatter, TextFormatter, brief, redis_in_use
+from tests.conftest import Proxy, ProxyFactory, make_settings
+from tests.fake_upstream import FakeOpenAI
+
+
+def _access(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "context_proxy.access"]
+
+
+async def test_one_access_line_per_request_in_text_and_json(proxy: Proxy, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    client = proxy.client("sk-logged", default_headers={"X-Session-Id": "logged"})
+    raw = await client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hello log"}]
+    )
+    usage = raw.parse().usage
+    assert usage is not None
+    (record,) = _access(caplog)
+    line = orjson.loads(JsonFormatter().format(record))
+    assert line["level"] == "INFO" and line["message"] == "access"
+    assert line["request_id"] == raw.headers["X-Request-Id"]
+    assert (line["method"], line["path"], line["status"]) == ("POST", "/v1/chat/completions", 200)
+    assert line["model"] == "gpt-4o-mini" and line["session"] == "logged"
+    assert len(line["tenant"]) == 12 and "sk-logged" not in str(line)
+    assert line["tokens_sent"] == int(raw.headers["X-Context-Tokens"])
+    assert (line["prompt_tokens"], line["completion_tokens"]) == (usage.prompt_tokens, usage.completion_tokens)
+    assert (line["strategy"], line["window"], line["compaction"], line["turn"]) == (
+        "full",
+        "win_0",
+        "none",
+        "completed",
+    )
+    assert line["ms"] >= line["upstream_ms"] > 0
+    text = TextFormatter().format(record)
+    assert f"request_id={raw.headers['X-Request-Id']} method=POST path=/v1/chat/completions status=200" in text
+    assert f"session=logged tenant={line['tenant']} tokens_sent={line['tokens_sent']}" in text
+
+
+async def test_every_request_gets_a_line_and_a_client_cannot_split_it(
+    proxy: Proxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    async with aiohttp.ClientSession() as http:
+        body = {"model": 'evil"\nmodel= x', "messages": [{"role": "user", "content": "hi"}]}
+        async with http.post(proxy.url + "/v1/chat/completions", json=body) as response:
+            assert response.status == 404  # the upstream knows no such model
+        async with http.get(proxy.url + "/healthz") as response:
+            assert response.status == 200
+    bad, health = _access(caplog)
+    text = TextFormatter().format(bad)
+    assert "\n" not in text
+    assert 'model="evil\\"\\nmodel= x"' in text and "status=404" in text
+    assert "path=/healthz status=200" in TextFormatter().format(health)
+
+
+async def test_upstream_timeouts_warn_with_the_request_id(
+    start_proxy: ProxyFactory, fake: FakeOpenAI, flushed_redis: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings(flushed_redis, fake.url, strategy="full")  # type: ignore[attr-defined]
+    proxy = await start_proxy(
+        dataclasses.replace(settings, upstream=dataclasses.replace(settings.upstream, read_timeout_s=0.3))
+    )
+    with pytest.raises(openai.APIStatusError) as raised:
+        await proxy.client().chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "stall after 0"}]
+        )
+    assert raised.value.status_code == 504
+    request_id = raised.value.response.headers["X-Request-Id"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"upstream_timeout request={request_id} path=/v1/chat/completions" in warnings
+
+
+def test_a_long_foreign_error_is_one_short_line(caplog: pytest.LogCaptureFixture) -> None:
+    error = ValueError("Unknown encoding x.\nPlugins found: [" + "'plugin', " * 50 + "]\nmore")
+    assert brief(error) == "ValueError: Unknown encoding x.…"
+    TokenCounter()._load("no_such_encoding")
+    (warning,) = [r for r in caplog.records if r.name == "context_proxy.tokens"]
+    assert "\n" not in warning.getMessage() and len(warning.getMessage()) < 200
+
+
+def test_redis_urls_are_shown_without_passwords(tmp_path: Path) -> None:
+    shown = redis_in_use(settings_from_mapping({"redis": {"url": "redis://app:s3cret@cache:6380/2"}}))
+    assert shown == "redis://app:***@cache:6380/2"
+    embedded = redis_in_use(settings_from_mapping({"redis": {"data_dir": str(tmp_path)}}))
+    assert embedded == f"embedded unix://{tmp_path}/redis.sock"
+
+
+def test_log_format_is_validated() -> None:
+    assert settings_from_mapping({"server": {"log_format": "json"}}).server.log_format == "json"
+    with pytest.raises(ConfigError, match="server.log_format: must be one of text, json, got 'xml'"):
+        settings_from_mapping({"server": {"log_format": "xml"}})
+
+
+def test_version() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "--version"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0 and result.stdout.strip().startswith("context-proxy 0.")
+
+
+def test_the_start_up_line_says_what_runs(tmp_path: Path, redis_url: str) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "proxy.yaml"
+    config.write_text(
+        f"server: {{port: {port}}}\nupstream: {{base_url: 'http://127.0.0.1:9/v1'}}\n"
+        f"redis: {{url: '{redis_url}'}}\ncontext: {{strategy: [reset, summarize]}}\n"
+    )
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "serve", "--config", str(config), "--log-format", "json"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stderr is not None
+        for raw in serve.stderr:
+            line = orjson.loads(raw)
+            if line["message"] == "context-proxy started":
+                break
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
+    assert line["version"].startswith("0.")
+    assert line["listen"] == f"http://127.0.0.1:{port}"
+    assert line["upstream"] == "http://127.0.0.1:9/v1"
+    assert line["redis"] == redis_url
+    assert line["config"] == str(config)
+    assert line["strategy"] == "reset,summarize"
