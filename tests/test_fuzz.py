@@ -198,7 +198,9 @@ def broken_body(draw: st.DrawFn) -> bytes:
 session_id = st.one_of(
     st.none(),
     st.from_regex(r"fz-[A-Za-z0-9._:@-]{1,40}", fullmatch=True),
-    st.text(st.characters(min_codepoint=32, max_codepoint=255), min_size=0, max_size=200),
+    # any field value HTTP allows (DEL and other controls never reach the app: aiohttp's
+    # parser answers a plain-text 400 first; see the README's known limits)
+    st.text(st.characters(min_codepoint=32, max_codepoint=255, exclude_characters="\x7f"), max_size=200),
 )
 odd_headers = st.fixed_dictionaries(
     {},
