@@ -27,7 +27,8 @@ import orjson
 from proxy import __version__
 from proxy.config import Settings
 
-_BARE = re.compile(r"[^\s\"'=\\\x00-\x1f\x7f]+")
+_UNSAFE = frozenset(" \"'=\\")
+"""Characters that make a text value quoted (as do empty and unprintable ones)."""
 _BRIEF_CHARS = 160
 
 Value = str | int | float | bool | None
@@ -51,8 +52,11 @@ def _text(value: Value) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.1f}"
-    text = str(value)
-    return text if _BARE.fullmatch(text) else orjson.dumps(text).decode()
+    if isinstance(value, int):
+        return str(value)
+    if value and value.isprintable() and _UNSAFE.isdisjoint(value):
+        return value
+    return orjson.dumps(value).decode()
 
 
 def brief(exc: BaseException) -> str:
