@@ -20,6 +20,7 @@ class Canned:
         self.status = 200
         self.headers = CIMultiDict({"Content-Type": content_type})
         self.body = body
+        self.seconds = 0.0
 
     def relay_headers(self) -> CIMultiDict[str]:
         return CIMultiDict(self.headers)
