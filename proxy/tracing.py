@@ -74,9 +74,7 @@ class _OtelSpan:
         self._span = self._manager.__enter__()
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
         self._manager.__exit__(kind, value, tb)
 
     def set(self, key: str, value: Attribute | None) -> None:

@@ -93,7 +93,9 @@ class TokenCounter:
         except Exception as exc:  # tiktoken raises whatever its download raised
             if name == FALLBACK_ENCODING:
                 raise
-            log.warning("encoding %s unavailable (%s); using %s for it from now on", name, brief(exc), FALLBACK_ENCODING)
+            log.warning(
+                "encoding %s unavailable (%s); using %s for it from now on", name, brief(exc), FALLBACK_ENCODING
+            )
             return _lean(tiktoken.get_encoding(FALLBACK_ENCODING))
 
     def is_native(self, model: str, encoder: Encoder) -> bool:

@@ -70,4 +70,3 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             raise
         body = {"error": {"message": "internal proxy error", "type": "server_error", "param": None, "code": None}}
         return error_response(500, body)
-
