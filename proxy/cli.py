@@ -67,13 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = args.sub_config or args.config
         settings = load_settings(config)
-        logs.configure(
-            getattr(args, "log_level", "info"), getattr(args, "log_format", None) or settings.server.log_format
-        )
         if args.command == "serve":
+            logs.configure(args.log_level, args.log_format or settings.server.log_format)
             tracing.setup(os.environ)
             source = str(config_file(config) or "(defaults)")
             return _serve(with_overrides(settings, host=args.host, port=args.port), source)
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
         return asyncio.run(_sessions(settings, args))
     except ConfigError as exc:
         print(f"context-proxy: {exc}", file=sys.stderr)

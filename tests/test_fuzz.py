@@ -238,7 +238,7 @@ def live(redis_url: str) -> Iterator[Live]:
     ports: list[int] = []
 
     async def serve(app: web.Application) -> int:
-        runner = web.AppRunner(app, handler_cancellation=True)
+        runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
