@@ -4,7 +4,7 @@ Requests by route, model and status; request and upstream latency histograms; up
 answers by status class; prompt and completion tokens by model; compactions by strategy
 and outcome with their latency; the proxy's own tool calls by tool; Redis errors; path-cache hits and misses; the process's
 memory, CPU time and open descriptors. Updating is a dict lookup and an add (about a
-microsecond a request; `prometheus_client` costs ten times that and 12 MB of RSS).
+microsecond a request; `prometheus_client` costs five times that and 12 MB of RSS).
 
 No client can grow or corrupt the output: label values are escaped as the format
 says (backslash, double quote, newline), a model outside the configured ones is
