@@ -46,7 +46,10 @@ def _redis_ctx(writes: PendingWrites) -> CleanupContext:
             url = await embedded.start()
             app[EMBEDDED] = embedded
         try:
-            app[STORE] = await Store.connect(url)
+            redis = settings.redis
+            app[STORE] = await Store.connect(
+                url, cluster=redis.cluster, wait_replicas=redis.wait_replicas, wait_timeout_ms=redis.wait_timeout_ms
+            )
         except BaseException:
             if embedded is not None:
                 await embedded.stop()

@@ -74,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(with_overrides(settings, host=args.host, port=args.port), source)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
         return asyncio.run(_sessions(settings, args))
+    except BrokenPipeError:
+        # the reader left (`sessions list | head`): stop quietly, and let the exit flush go nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except ConfigError as exc:
         print(f"context-proxy: {exc}", file=sys.stderr)
         return 2
@@ -114,7 +118,10 @@ async def _store(settings: Settings) -> AsyncIterator[Store]:
         if not url:
             embedded = EmbeddedRedis(settings.redis.data_dir)
             url = await embedded.start()
-    store = await Store.connect(url)
+    redis = settings.redis
+    store = await Store.connect(
+        url, cluster=redis.cluster, wait_replicas=redis.wait_replicas, wait_timeout_ms=redis.wait_timeout_ms
+    )
     try:
         yield store
     finally:
@@ -176,6 +183,11 @@ async def _resolve(store: Store, args: argparse.Namespace) -> SessionKeys | None
     tenants = [tenant async for tenant, session, _ in store.iter_sessions() if session == args.session]
     if len(tenants) == 1:
         return SessionKeys(tenants[0], args.session)
-    problem = "no session" if not tenants else f"{len(tenants)} tenants have a session"
-    print(f"context-proxy: {problem} named {args.session}; give --tenant or --api-key", file=sys.stderr)
+    if not tenants:
+        print(f"context-proxy: no such session: {args.session}", file=sys.stderr)
+    else:
+        print(
+            f"context-proxy: {len(tenants)} tenants have a session named {args.session}; give --tenant or --api-key",
+            file=sys.stderr,
+        )
     return None

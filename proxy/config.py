@@ -66,8 +66,13 @@ def _url(value: Any) -> str | None:
 
 
 def _redis_url(value: Any) -> str | None:
-    ok = value == "embedded" or value.startswith(("redis://", "rediss://", "unix://"))
-    return None if ok else f"must be 'embedded' or a redis://, rediss:// or unix:// URL, got {value!r}"
+    urls = [part.strip() for part in value.split(",")]
+    ok = value == "embedded" or all(url.startswith(("redis://", "rediss://", "unix://")) for url in urls)
+    if not ok:
+        return f"must be 'embedded' or redis://, rediss:// or unix:// URLs (comma-separated), got {value!r}"
+    if len(urls) > 1 and not all(url.startswith(("redis://", "rediss://")) for url in urls):
+        return f"several URLs name the seed nodes of a cluster: redis:// or rediss:// only, got {value!r}"
+    return None
 
 
 def _prompt(value: Any) -> str | None:
@@ -159,6 +164,9 @@ class UpstreamSettings:
 class RedisSettings:
     url: str = _check(_redis_url, "embedded")
     data_dir: str = ".data"
+    cluster: bool = False
+    wait_replicas: int = _check(_non_negative, 0)
+    wait_timeout_ms: int = _check(_positive, 1000)
 
 
 @dataclass(frozen=True)
@@ -340,6 +348,17 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
 
 def settings_from_mapping(raw: Any) -> Settings:
     result: Settings = _build(Settings, raw, "")
+    redis = result.redis
+    if redis.cluster and not redis.url.startswith(("redis://", "rediss://")):
+        raise ConfigError(
+            f"redis.cluster: needs redis.url to name seed nodes (redis:// or rediss://), got {redis.url!r}"
+        )
+    if not redis.cluster and "," in redis.url:
+        raise ConfigError("redis.url: several seed nodes need redis.cluster: true")
+    if redis.wait_replicas and redis.url == "embedded":
+        raise ConfigError(
+            "redis.wait_replicas: the embedded server has no replicas; set redis.url to a replicated Redis"
+        )
     context = result.context
     if context.compact_after <= context.keep_recent:
         raise ConfigError(

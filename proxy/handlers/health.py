@@ -13,11 +13,14 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """Config loaded and Redis answering PING; 503 while it is unreachable."""
+    """Config loaded and Redis answering PING (on a cluster: every slot served); else 503."""
     store = request.app.get(STORE)
-    if store is None or not await store.ping():
+    if store is None:
         return web.json_response({"status": "unavailable", "redis": "unreachable"}, status=503)
-    return web.json_response({"status": "ready", "redis": "ok"})
+    readiness = await store.readiness()
+    if not readiness.ready:
+        return web.json_response({"status": "unavailable", **readiness.detail}, status=503)
+    return web.json_response({"status": "ready", **readiness.detail})
 
 
 async def metrics(request: web.Request) -> web.Response:

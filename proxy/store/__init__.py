@@ -2,14 +2,13 @@
 
 from proxy.store.embedded import EmbeddedRedis, EmbeddedServerError, running_server_url
 from proxy.store.keys import SessionKeys, TenantKeys
-from proxy.store.redis_store import LoadedSession, SessionDump, SessionInfo, Store, StoredTurn
+from proxy.store.redis_store import LoadedSession, SessionDump, Store, StoredTurn
 
 __all__ = [
     "EmbeddedRedis",
     "EmbeddedServerError",
     "LoadedSession",
     "SessionDump",
-    "SessionInfo",
     "SessionKeys",
     "Store",
     "StoredTurn",

@@ -1,7 +1,9 @@
 """Every Redis key the proxy uses, built in one place.
 
 A session's keys share the hash tag `{tenant:session}` so that a Redis Cluster keeps
-them in one slot (the Lua scripts touch several of them at once).
+them in one slot (the Lua scripts touch several of them at once). A tenant's keys (its
+session index, its derived-session index) share the hash tag `{t:tenant}`, another slot:
+a tenant's listing reads one slot, and no script ever needs keys of two slots.
 """
 
 from __future__ import annotations
@@ -9,12 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PREFIX = "cp"
-SESSION_INDEX = f"{PREFIX}:sessions"
 LOCK_PREFIX = f"{PREFIX}:lock"
 FORCE_COMPACTION = "force_compaction"
 """meta field: the window id in which the model asked for a new context (`new_context`)."""
 HANDOFF_PREFIX = "handoff:"
 """meta fields `handoff:<window id>`: the handoff notice went out in that window."""
+LEGACY_SESSION_INDEX = f"{PREFIX}:sessions"
+"""The one global index of earlier versions; adopted into the tenants' indexes at start."""
+TENANT_INDEX_PATTERN = f"{PREFIX}:{{t:*}}:sessions"
+"""Matches every tenant's session index (`TenantKeys.sessions`), for a scan of all tenants."""
+
+
+def tenant_of_index(key: str) -> str:
+    """The tenant whose session index `key` is (the inverse of `TenantKeys.sessions`)."""
+    return key[len(PREFIX) + 4 : -len("}:sessions")]
 
 
 @dataclass(frozen=True)
@@ -27,8 +37,14 @@ class SessionKeys:
         return f"{PREFIX}:{{{self.tenant}:{self.session}}}"
 
     @property
-    def index_member(self) -> str:
+    def name(self) -> str:
+        """`tenant:session`: the session's name across tenants (the background runner's job key)."""
         return f"{self.tenant}:{self.session}"
+
+    @property
+    def index(self) -> str:
+        """The tenant's session index (another slot than the session's keys)."""
+        return TenantKeys(self.tenant).sessions
 
     @property
     def meta(self) -> str:
@@ -84,6 +100,11 @@ class TenantKeys:
     @property
     def _base(self) -> str:
         return f"{PREFIX}:{{t:{self.tenant}}}"
+
+    @property
+    def sessions(self) -> str:
+        """zset: session id -> last used (unix seconds, to the millisecond)."""
+        return f"{self._base}:sessions"
 
     @property
     def derived_ends(self) -> str:

@@ -3,27 +3,36 @@
 Each Lua script in `lua/` is registered once and called through one method that
 names its KEYS and ARGV. Multi-key writes are atomic (Lua); callers shield the
 writes that must land from client-disconnect cancellation.
+
+On a single server a turn is one script call, session index included. On a cluster
+every script touches the keys of one session (one slot), and the tenant's session index,
+in a slot of its own, is updated by a second call sent at the same time. With
+`redis.wait_replicas: N` the journal write is followed, on the same connection to the
+session's primary, by `WAIT N timeout`: a turn that fewer replicas confirmed is
+reported as a store failure (503), so no client is told of a turn a failover may lose.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisClusterException, RedisError
 
 from proxy.errors import StoreUnavailable
-from proxy.store.keys import FORCE_COMPACTION, HANDOFF_PREFIX, SESSION_INDEX, SessionKeys, TenantKeys
+from proxy.store import index
+from proxy.store.connection import Client, Readiness, mapped, mapped_pipeline, open_client, readiness
+from proxy.store.index import SessionPage
+from proxy.store.keys import FORCE_COMPACTION, HANDOFF_PREFIX, SessionKeys, TenantKeys
+from proxy.store.replication import write_confirmed
+from proxy.store.scripts import Arg, Script
 from proxy.types import JSONObject
 
 log = logging.getLogger("context_proxy.store")
@@ -74,66 +83,36 @@ class SessionDump:
     events: list[JSONObject]
 
 
-@dataclass(frozen=True)
-class SessionInfo:
-    """One line of a tenant's session list: what its meta hash and head turn say."""
-
-    session: str
-    created: int
-    last_used: int
-    turns: int
-    window: str
-    usage: JSONObject | None
-    model: str | None
-
-
-@contextmanager
-def _mapped() -> Iterator[None]:
-    """Translate redis-py's errors into the proxy's at this boundary."""
-    try:
-        yield
-    except ResponseError:
-        raise
-    except (RedisError, OSError) as exc:
-        raise StoreUnavailable(f"session store unavailable: {exc}") from exc
-
-
-class _Script:
-    """One Lua script of `lua/`, called by its SHA; loaded again if the server lost it."""
-
-    def __init__(self, client: aioredis.Redis, name: str) -> None:
-        self._client = client
-        self._source = resources.files("proxy.store").joinpath("lua", f"{name}.lua").read_text()
-        self._sha = hashlib.sha1(self._source.encode()).hexdigest()
-
-    async def __call__(self, *, keys: list[str], args: Sequence[bytes | str | int]) -> Any:
-        try:
-            return await self._client.execute_command("EVALSHA", self._sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
-        except NoScriptError:
-            await self._client.script_load(self._source)
-            return await self._client.execute_command("EVALSHA", self._sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
-
-
 class Store:
-    """A Redis connection pool plus the registered scripts."""
+    """A Redis (or Redis Cluster) connection pool plus the registered scripts."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: Client, *, wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
         self._redis = client
-        self._append_turn = _Script(client, "append_turn")
-        self._load_context = _Script(client, "load_context")
-        self._save_window = _Script(client, "save_window")
-        self._index_turn_end = _Script(client, "index_turn_end")
-        self._add_feedback = _Script(client, "add_feedback")
+        self._cluster = isinstance(client, RedisCluster)
+        self._wait_replicas = wait_replicas
+        self._wait_timeout_ms = wait_timeout_ms
+        self._append_turn = Script(client, "append_turn")
+        self._touch_index = Script(client, "touch_index")
+        self._load_context = Script(client, "load_context")
+        self._save_window = Script(client, "save_window")
+        self._release_lock = Script(client, "release_lock")
+        self._index_turn_end = Script(client, "index_turn_end")
+        self._add_feedback = Script(client, "add_feedback")
 
     @classmethod
-    async def connect(cls, url: str, *, attempts: int = 5) -> Store:
+    async def connect(
+        cls, url: str, *, cluster: bool = False, wait_replicas: int = 0, wait_timeout_ms: int = 1000, attempts: int = 5
+    ) -> Store:
         """Open the pool and PING with bounded retries, so a bad URL fails at start."""
-        client = aioredis.Redis.from_url(url, socket_connect_timeout=5, max_connections=512)
+        client = open_client(url, cluster=cluster, wait_timeout_ms=wait_timeout_ms)
         for attempt in range(1, attempts + 1):
             try:
                 await client.ping()
-                return cls(client)
-            except (RedisError, OSError) as exc:
+                store = cls(client, wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
+                if not cluster:
+                    await store._adopt_legacy_index()
+                return store
+            except (RedisError, RedisClusterException, OSError) as exc:
                 if attempt == attempts:
                     await client.aclose()
                     raise StoreUnavailable(f"cannot reach redis at {url}: {exc}") from exc
@@ -148,6 +127,10 @@ class Store:
             return bool(await self._redis.ping())
         except (RedisError, OSError):
             return False
+
+    async def readiness(self) -> Readiness:
+        """A single server answers PING; a cluster says every slot is served."""
+        return await readiness(self._redis)
 
     async def load_context(
         self, keys: SessionKeys, offset: int, prefix_hashes: list[str], *, known: int = -1, known_version: str = ""
@@ -165,7 +148,7 @@ class Store:
         return await self._load(keys, ["overlap", known, known_version, 0, *message_hashes])
 
     async def _load(self, keys: SessionKeys, args: list[str | int]) -> LoadedSession:
-        with _mapped():
+        with mapped():
             raw = await self._load_context(keys=[keys.meta, keys.turns, keys.links, keys.chain, keys.ends], args=args)
         head, parent, matched, found, applies, window, usage, breaker, version, extends = raw[:10]
         rest = raw[10:]
@@ -196,21 +179,51 @@ class Store:
         ttl_s: int,
         usage: JSONObject | None,
     ) -> tuple[int, int, int]:
-        """Journal one turn; `parent=None` attaches it to the head at commit time."""
-        args: list[bytes | str | int] = [
+        """Journal one turn; `parent=None` attaches it to the head at commit time.
+
+        Raises `StoreUnavailable` when the store cannot be reached, and with
+        `wait_replicas` also when fewer replicas than asked confirmed the write in time.
+        """
+        now = f"{time.time():.3f}"
+        args: list[Arg] = [
             orjson.dumps(record),
             "head" if parent is None else parent,
             "1" if completed else "0",
             ttl_s,
             " ".join(hashes),
-            int(time.time()),
-            keys.index_member,
+            now,
+            keys.session,
             orjson.dumps(usage) if usage else "",
             os.urandom(8).hex(),
         ]
-        with _mapped():
-            seq, real_parent, depth = await self._append_turn(keys=[*keys.all(), SESSION_INDEX], args=args)
+        script_keys = keys.all() if self._cluster else [*keys.all(), keys.index]
+        async with mapped_pipeline(self._redis):
+            if self._wait_replicas:
+                write = write_confirmed(
+                    self._redis, self._append_turn, keys=script_keys, args=args, replicas=self._wait_replicas,
+                    timeout_ms=self._wait_timeout_ms, what=f"a turn of session {keys.session}",
+                )  # fmt: skip
+            else:
+                write = self._append_turn(keys=script_keys, args=args)
+            raw = await (self._indexed(write, keys, now, ttl_s) if self._cluster else write)
+        seq, real_parent, depth = raw
         return int(seq), int(real_parent), int(depth)
+
+    async def _indexed(self, write: Awaitable[Any], keys: SessionKeys, now: str, ttl_s: int) -> Any:
+        """On a cluster: the journal write and the index update (another slot) at the same time.
+
+        A turn that was journaled but not indexed is still answered: the session's next
+        turn indexes it, and only the listing misses it meanwhile.
+        """
+        results: tuple[Any, Any] = await asyncio.gather(
+            write, self._touch_index(keys=[keys.index], args=[now, keys.session, ttl_s]), return_exceptions=True
+        )
+        raw, indexed = results
+        if isinstance(raw, BaseException):
+            raise raw
+        if isinstance(indexed, Exception):
+            log.warning("session %s journaled but not indexed: %s", keys.session, indexed)
+        return raw
 
     async def save_window(
         self,
@@ -237,13 +250,13 @@ class Store:
             ttl_s,
             "" if on_path_seq is None else on_path_seq,
         ]
-        with _mapped():
+        with mapped():
             landed = await self._save_window(keys=keys.all(), args=args)
         return bool(landed)
 
     async def find_derived(self, keys: TenantKeys, output_hashes: list[str]) -> str | None:
         """The derived session whose turn ended with the first of `output_hashes` found."""
-        with _mapped():
+        with mapped():
             found = await self._redis.hmget(keys.derived_ends, output_hashes)
         for session in found:
             if session is not None:
@@ -252,68 +265,66 @@ class Store:
 
     async def index_derived(self, keys: TenantKeys, output_hash: str, session: str, *, ttl_s: int) -> None:
         """Remember that a derived session's turn ended with this output (bounded, expiring)."""
-        args: list[bytes | str | int] = [output_hash, session, int(time.time()), ttl_s, DERIVED_INDEX_SIZE]
-        with _mapped():
+        args: list[Arg] = [output_hash, session, int(time.time()), ttl_s, DERIVED_INDEX_SIZE]
+        with mapped():
             await self._index_turn_end(keys=[keys.derived_ends, keys.derived_ages], args=args)
 
     async def record_event(self, keys: SessionKeys, event: JSONObject, *, breaker: str | None, ttl_s: int) -> None:
         """Journal a non-turn entry (a failed compaction) and set the breaker count."""
-        with _mapped():
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.rpush(keys.events, orjson.dumps(event))
-                if breaker is not None:
-                    pipe.hset(keys.meta, "breaker", breaker)
-                pipe.expire(keys.events, ttl_s)
-                await pipe.execute()
+        async with mapped_pipeline(self._redis), self._redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(keys.events, orjson.dumps(event))
+            if breaker is not None:
+                pipe.hset(keys.meta, "breaker", breaker)
+            pipe.expire(keys.events, ttl_s)
+            await pipe.execute()
 
     async def add_feedback(self, keys: SessionKeys, seq: int, entry: JSONObject) -> bool:
         """Append feedback to turn `seq`; False when the session has no such turn."""
         preferred = entry.get("preferred")
-        args: list[bytes | str | int] = [seq, orjson.dumps(entry), preferred if isinstance(preferred, str) else ""]
-        with _mapped():
+        args: list[Arg] = [seq, orjson.dumps(entry), preferred if isinstance(preferred, str) else ""]
+        with mapped():
             added = await self._add_feedback(keys=[keys.meta, keys.turns], args=args)
         return bool(added)
 
     async def preferred_replies(self, keys: SessionKeys) -> dict[int, str]:
         """The latest preferred reply of each turn that has one (seq -> text)."""
-        with _mapped():
+        with mapped():
             raw = await self._redis.hget(keys.meta, "preferred")
         return {int(seq): str(text) for seq, text in orjson.loads(raw).items()} if raw else {}
 
     async def read_archive(self, keys: SessionKeys, archive_id: str) -> list[Any] | None:
-        with _mapped():
+        with mapped():
             raw = await self._redis.hget(keys.archive, archive_id)
         return orjson.loads(raw) if raw else None
 
     async def request_compaction(self, keys: SessionKeys, window_id: str) -> None:
         """Ask for a forced compaction on the session's next request (valid while `window_id` is current)."""
-        with _mapped():
+        with mapped():
             await self._redis.hset(keys.meta, FORCE_COMPACTION, window_id)
 
     async def requested_compaction(self, keys: SessionKeys) -> str | None:
         """The window id in which a forced compaction was asked for, if one is pending."""
-        with _mapped():
+        with mapped():
             raw = await self._redis.hget(keys.meta, FORCE_COMPACTION)
         return raw.decode() if isinstance(raw, bytes) else raw
 
     async def clear_compaction_request(self, keys: SessionKeys) -> None:
-        with _mapped():
+        with mapped():
             await self._redis.hdel(keys.meta, FORCE_COMPACTION)
 
     async def claim_handoff(self, keys: SessionKeys, window_id: str) -> bool:
         """True once per window (atomically, across replicas and restarts): this request
         carries the handoff notice."""
-        with _mapped():
+        with mapped():
             return bool(await self._redis.hsetnx(keys.meta, HANDOFF_PREFIX + window_id, "1"))
 
     async def read_session(self, keys: SessionKeys) -> SessionDump | None:
-        with _mapped():
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.hgetall(keys.meta)
-                pipe.hgetall(keys.links)
-                pipe.hgetall(keys.turns)
-                pipe.lrange(keys.events, 0, -1)
-                meta, links, turns, events = await pipe.execute()
+        async with mapped_pipeline(self._redis), self._redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.meta)
+            pipe.hgetall(keys.links)
+            pipe.hgetall(keys.turns)
+            pipe.lrange(keys.events, 0, -1)
+            meta, links, turns, events = await pipe.execute()
         if not meta:
             return None
         stored = []
@@ -329,76 +340,49 @@ class Store:
         )
 
     async def session_exists(self, keys: SessionKeys) -> bool:
-        with _mapped():
+        with mapped():
             return bool(await self._redis.exists(keys.meta))
 
     async def delete_session(self, keys: SessionKeys) -> bool:
-        with _mapped():
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.delete(*keys.all(), keys.compaction_lock)
-                pipe.zrem(SESSION_INDEX, keys.index_member)
-                deleted, _ = await pipe.execute()
+        """Every key of the session, and its entry in the tenant's index (another slot on a cluster)."""
+        async with mapped_pipeline(self._redis), self._redis.pipeline(transaction=not self._cluster) as pipe:
+            pipe.delete(*keys.all(), keys.compaction_lock)
+            pipe.zrem(keys.index, keys.session)
+            deleted, _ = await pipe.execute()
         return bool(deleted)
 
     async def reset_breaker(self, keys: SessionKeys) -> None:
-        with _mapped():
+        with mapped():
             await self._redis.hset(keys.meta, "breaker", "0")
 
-    async def iter_sessions(self) -> AsyncIterator[tuple[str, str, float]]:
-        """(tenant, session, last used) for every session, newest first."""
-        with _mapped():
-            members: list[Any] = await self._redis.zrevrange(SESSION_INDEX, 0, -1, withscores=True)
-        for member, score in members:
-            tenant, _, session = member.decode().partition(":")
-            yield tenant, session, float(score)
+    async def page_sessions(self, tenant: str, *, after: str | None, limit: int) -> SessionPage | None:
+        """The tenant's sessions, most recently used first, `limit` after the session `after`.
 
-    async def list_sessions(self, tenant: str, *, limit: int, after: str | None) -> tuple[list[SessionInfo], bool]:
-        """A page of the tenant's sessions, newest first, after the session `after`; and whether more follow.
-
-        It reads the whole session index and keeps the tenant's members: work in proportion
-        to all sessions of all tenants, fine for a gateway's thousands.
+        None when `after` is not in the tenant's index. Sessions whose keys expired
+        before the index forgot them are skipped.
         """
-        ids = [session async for owner, session, _ in self.iter_sessions() if owner == tenant]
-        start = ids.index(after) + 1 if after in ids else 0
-        page = ids[start : start + limit]
-        with _mapped():
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for session in page:
-                    pipe.hmget(
-                        SessionKeys(tenant, session).meta, "created", "updated", "seq", "window_id", "usage", "head"
-                    )
-                metas = await pipe.execute()
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for session, meta in zip(page, metas, strict=True):
-                    pipe.hget(SessionKeys(tenant, session).turns, meta[5] or b"-1")
-                heads = await pipe.execute()
-        infos = []
-        for session, meta, head in zip(page, metas, heads, strict=True):
-            created, updated, seq, window, usage, _ = meta
-            if updated is None:
-                continue  # expired since the index last pruned it
-            infos.append(
-                SessionInfo(
-                    session=session,
-                    created=int(created or 0),
-                    last_used=int(updated),
-                    turns=int(seq or 0),
-                    window=window.decode() if window else "win_0",
-                    usage=orjson.loads(usage) if usage else None,
-                    model=orjson.loads(head).get("model") if head else None,
-                )
-            )
-        return infos, start + limit < len(ids)
+        async with mapped_pipeline(self._redis):
+            return await index.page(self._redis, TenantKeys(tenant).sessions, after=after, limit=limit)
+
+    async def iter_sessions(self) -> AsyncIterator[tuple[str, str, float]]:
+        """(tenant, session, last used) for every session of every tenant, newest first.
+
+        Scans every primary for the tenants' indexes: an operator's command, not a request's.
+        """
+        with mapped():
+            found = await index.everything(self._redis)
+        for tenant, session, used in found:
+            yield tenant, session, used
 
     async def acquire_lock(self, key: str, token: str, ttl_s: float) -> bool:
-        with _mapped():
+        with mapped():
             return bool(await self._redis.set(key, token, nx=True, px=int(ttl_s * 1000)))
 
-    async def release_lock(self, key: str, token: str) -> None:
-        with _mapped():
-            async with self._redis.pipeline(transaction=True) as pipe:
-                await pipe.watch(key)
-                if await pipe.get(key) == token.encode():
-                    pipe.multi()  # type: ignore[no-untyped-call]
-                    pipe.delete(key)
-                    await pipe.execute()
+    async def release_lock(self, key: str, token: str) -> bool:
+        """Delete the lock if it still holds `token`; False when it expired or another holds it."""
+        with mapped():
+            return bool(await self._release_lock(keys=[key], args=[token]))
+
+    async def _adopt_legacy_index(self) -> None:
+        with mapped():
+            await index.adopt_legacy(self._redis)

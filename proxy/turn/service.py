@@ -418,7 +418,7 @@ class ActiveTurn:
             encoder=plan.encoder,
             lock_ttl_s=d.settings.context.compression_timeout_s * 2,
         )
-        d.jobs.submit(plan.conversation.keys.index_member, job)
+        d.jobs.submit(plan.conversation.keys.name, job)
 
     def _log(self) -> None:
         if not log.isEnabledFor(logging.DEBUG):

@@ -36,6 +36,26 @@ class SessionAPI:
         self._settings = settings
         self._events = events
 
+    async def listing(self, tenant: str, *, after: str | None, limit: int) -> JSONObject | None:
+        """The tenant's sessions, most recently used first, in OpenAI's list shape, `limit`
+        after the session `after`; None when `after` is not one of them."""
+        page = await self._store.page_sessions(tenant, after=after, limit=limit)
+        if page is None:
+            return None
+        data: list[JSONObject] = [
+            {"id": s.session, "object": "session", "created": s.created, "last_used": s.last_used,
+             "turns": s.turns, "window": s.window, "model": s.model,
+             "tokens": (s.usage or {}).get("local"), "prompt_tokens": (s.usage or {}).get("prompt")}
+            for s in page.sessions
+        ]  # fmt: skip
+        return {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": page.has_more,
+        }
+
     async def journal(self, identity: Identity) -> JSONObject:
         dump = await self._store.read_session(SessionKeys(identity.tenant, identity.session))
         if dump is None:

@@ -1,8 +1,10 @@
 -- Append one turn to a session's journal, atomically.
--- KEYS: 1 meta, 2 turns, 3 links, 4 chain, 5 events, 6 archive, 7 ends, 8 session index
+-- KEYS: 1 meta, 2 turns, 3 links, 4 chain, 5 events, 6 archive, 7 ends,
+--       8 the tenant's session index: only on a single server; on a cluster it lives in
+--       another slot and touch_index.lua updates it in a call of its own
 -- ARGV: 1 turn JSON, 2 parent ("head" or a seq, -1 = root), 3 completed ("1"/"0"),
 --       4 ttl seconds, 5 message hashes of the turn (space separated, input then output),
---       6 now (unix seconds), 7 session index member, 8 usage feedback JSON ('' = none),
+--       6 now (unix seconds, to the millisecond: the index's order), 7 the session id (its index member), 8 usage feedback JSON ('' = none),
 --       9 a fresh random epoch, kept only if the session is new (it tells a recreated
 --       session from the deleted one it replaces, for the callers' caches)
 -- Returns {seq, parent, depth}.
@@ -50,14 +52,18 @@ end
 local joined = string.gsub(ARGV[5], ' ', ',')
 redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' ' .. chain .. ' ' .. joined)
 redis.call('HSET', KEYS[2], seq, ARGV[1])
-redis.call('HSET', KEYS[1], 'updated', ARGV[6])
-redis.call('HSETNX', KEYS[1], 'created', ARGV[6])
+local now = math.floor(tonumber(ARGV[6]))
+redis.call('HSET', KEYS[1], 'updated', now)
+redis.call('HSETNX', KEYS[1], 'created', now)
 redis.call('HSETNX', KEYS[1], 'epoch', ARGV[9])
 local ttl = tonumber(ARGV[4])
 for i = 1, 7 do
   redis.call('EXPIRE', KEYS[i], ttl)
 end
-redis.call('ZADD', KEYS[8], ARGV[6], ARGV[7])
--- sessions whose keys have expired leave the index too
-redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', tonumber(ARGV[6]) - ttl)
+if KEYS[8] then
+  -- as touch_index.lua: sessions whose keys have expired leave the index too
+  redis.call('ZADD', KEYS[8], ARGV[6], ARGV[7])
+  redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', tonumber(ARGV[6]) - ttl)
+  redis.call('EXPIRE', KEYS[8], ttl)
+end
 return {seq, parent, depth}

@@ -1,0 +1,158 @@
+"""Opening the store's client, and the one place redis-py's errors become the proxy's.
+
+`redis.url` names one server, or with `redis.cluster: true` one or more seed nodes of a
+Redis/Valkey Cluster (comma-separated URLs; the client discovers the rest). The cluster
+client follows MOVED and ASK redirections itself. It never retries a command after a
+connection error, a timeout or CLUSTERDOWN: a turn's journal write is not idempotent,
+so a write that may have landed is reported (503), not repeated. The client re-reads
+the cluster's topology on the next command instead, which is how service resumes by
+itself once a replica has been promoted. Socket timeouts are bounded, so a request
+never waits on a dead or unreachable node for more than a few seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    ConnectionError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    SlotNotCoveredError,
+    TimeoutError,
+    TryAgainError,
+)
+
+from proxy.errors import StoreUnavailable
+from proxy.types import JSONObject
+
+Client = aioredis.Redis | RedisCluster
+
+CLUSTER_CONNECT_TIMEOUT_S = 1.0
+CLUSTER_SOCKET_TIMEOUT_S = 2.0
+CLUSTER_SLOTS = 16384
+
+_UNAVAILABLE = (ClusterDownError, TryAgainError, AskError, ReadOnlyError, ClusterError, RedisClusterException)
+"""Replies that mean "not now" (a failover, a slot being moved, a demoted primary), not a bug."""
+
+
+@contextmanager
+def mapped() -> Iterator[None]:
+    """Translate redis-py's errors into the proxy's at this boundary.
+
+    Unreachable nodes, timeouts and the cluster's transient states become
+    `StoreUnavailable` (503); any other error reply (a script's own error) is a bug
+    and stays what it is.
+    """
+    try:
+        yield
+    except _UNAVAILABLE as exc:
+        raise StoreUnavailable(f"session store unavailable: {exc}") from exc
+    except ResponseError:
+        raise
+    except (RedisError, OSError) as exc:
+        raise StoreUnavailable(f"session store unavailable: {exc}") from exc
+
+
+_NODE_LOST = (ConnectionError, TimeoutError, ClusterDownError, SlotNotCoveredError)
+
+
+@asynccontextmanager
+async def mapped_pipeline(client: Client) -> AsyncIterator[None]:
+    """`mapped()` around a pipeline. A single command that cannot reach a node makes the
+    cluster client re-read the cluster's slots before the next one; a pipeline does not, so
+    here a lost node does it: pipelined reads recover from a failover by themselves too."""
+    try:
+        with mapped():
+            yield
+    except StoreUnavailable as exc:
+        if isinstance(client, RedisCluster) and isinstance(exc.__cause__, _NODE_LOST):
+            with suppress(RedisError, RedisClusterException, OSError):
+                await client.nodes_manager.initialize()
+        raise
+
+
+def open_client(url: str, *, cluster: bool, wait_timeout_ms: int) -> Client:
+    """A client for one server, or for the cluster that the seed URLs belong to."""
+    if not cluster:
+        return aioredis.Redis.from_url(url, socket_connect_timeout=5, max_connections=512)
+    first, *others = [part.strip() for part in url.split(",")]
+    seeds = []
+    for seed in others:
+        parts = urlsplit(seed)
+        seeds.append(ClusterNode(parts.hostname or "localhost", parts.port or 6379))
+    return RedisCluster.from_url(
+        first,
+        startup_nodes=seeds,
+        retry=Retry(NoBackoff(), 0),
+        socket_connect_timeout=CLUSTER_CONNECT_TIMEOUT_S,
+        socket_timeout=CLUSTER_SOCKET_TIMEOUT_S + wait_timeout_ms / 1000,
+        max_connections=512,
+    )
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What one node of the cluster says about the whole: `ok` means every slot is served."""
+
+    state: str
+    slots_ok: int
+    primaries: int
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok" and self.slots_ok == CLUSTER_SLOTS
+
+
+async def cluster_state(client: RedisCluster) -> ClusterState:
+    """CLUSTER INFO from the first known node that answers, primaries first."""
+    nodes = client.get_primaries() + client.get_replicas()
+    problem: Exception | None = None
+    for node in nodes:
+        try:
+            info = await client.cluster_info(target_nodes=node)
+        except (RedisError, OSError) as exc:
+            problem = exc
+            continue
+        return ClusterState(
+            state=str(info.get("cluster_state", "unknown")),
+            slots_ok=int(info.get("cluster_slots_ok", 0)),
+            primaries=int(info.get("cluster_size", 0)),
+        )
+    raise StoreUnavailable(f"no cluster node answers: {problem}")
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether the store can serve requests now, with what `/readyz` reports."""
+
+    ready: bool
+    detail: JSONObject
+
+
+async def readiness(client: Client) -> Readiness:
+    """A single server answers PING; a cluster says (through any node) every slot is served."""
+    if not isinstance(client, RedisCluster):
+        try:
+            await client.ping()
+        except (RedisError, OSError):
+            return Readiness(False, {"redis": "unreachable"})
+        return Readiness(True, {"redis": "ok"})
+    try:
+        state = await cluster_state(client)
+    except StoreUnavailable:
+        return Readiness(False, {"redis": "unreachable"})
+    cluster: JSONObject = {"state": state.state, "slots_ok": state.slots_ok, "primaries": state.primaries}
+    return Readiness(state.ok, {"redis": "ok" if state.ok else "cluster_down", "cluster": cluster})
