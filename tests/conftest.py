@@ -87,11 +87,20 @@ async def flushed_redis(redis_url: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture
+def on_store() -> Callable[[Settings], Settings]:
+    """What the store part of a test proxy's settings becomes (tests/cluster/ makes it a cluster)."""
+    return lambda settings: settings
+
+
+@pytest.fixture
 async def start_proxy(
-    aiohttp_server: Callable[..., Awaitable[TestServer]], fake: FakeOpenAI, flushed_redis: str
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+    fake: FakeOpenAI,
+    flushed_redis: str,
+    on_store: Callable[[Settings], Settings],
 ) -> ProxyFactory:
     async def start(settings: Settings | None = None, **context: Any) -> Proxy:
-        settings = settings or make_settings(flushed_redis, fake.url, **context)  # type: ignore[attr-defined]
+        settings = on_store(settings or make_settings(flushed_redis, fake.url, **context))  # type: ignore[attr-defined]
         app = create_app(settings)
         server = await aiohttp_server(app)
         return Proxy(str(server.make_url("")).rstrip("/"), app, fake)

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+import redis.asyncio as aioredis
 
 from proxy.cli import main
 from proxy.keys import SETTINGS
+from proxy.store.keys import TenantKeys
 from tests.conftest import Proxy
 
 
@@ -31,7 +33,8 @@ async def test_sessions_commands(proxy: Proxy, tmp_path: Path, capsys: pytest.Ca
         model="gpt-4o-mini", messages=[{"role": "user", "content": "for the operator"}]
     )
     config = tmp_path / "c.yaml"
-    config.write_text(f"redis:\n  url: {proxy.app[SETTINGS].redis.url}\n")
+    redis = proxy.app[SETTINGS].redis
+    config.write_text(f"redis:\n  url: {redis.url}\n  cluster: {str(redis.cluster).lower()}\n")
 
     async def cli(*args: str) -> tuple[int, str]:
         code = await asyncio.to_thread(main, ["--config", str(config), "sessions", *args])
@@ -51,5 +54,21 @@ async def test_sessions_commands(proxy: Proxy, tmp_path: Path, capsys: pytest.Ca
     assert code == 0
     code, _ = await cli("clear", "cli-sess", "--tenant", "nobody")
     assert code == 1
-    code, _ = await cli("show", "cli-sess")
-    assert code == 1
+    code = await asyncio.to_thread(main, ["--config", str(config), "sessions", "show", "cli-sess"])
+    assert code == 1 and capsys.readouterr().err == "context-proxy: no such session: cli-sess\n"
+
+
+async def test_sessions_list_into_a_closed_pipe_stops_quietly(proxy: Proxy, tmp_path: Path) -> None:
+    """`sessions list | head`: the reader leaves early; no traceback, no broken-pipe message."""
+    redis = proxy.app[SETTINGS].redis
+    client = aioredis.Redis.from_url(redis.url)
+    await client.zadd(TenantKeys("f" * 32).sessions, {f"listed-{n}": 1e9 + n for n in range(3000)})
+    await client.aclose()
+    config = tmp_path / "c.yaml"
+    config.write_text(f"redis:\n  url: {redis.url}\n")
+    command = f"{sys.executable} -m proxy --config {config} sessions list | head -n 2"
+    result = await asyncio.to_thread(
+        subprocess.run, ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=60
+    )
+    assert result.stderr == "" and result.returncode == 0
+    assert result.stdout.splitlines()[1].split()[-1] == "listed-2999"

@@ -50,6 +50,13 @@ def test_env_substitution(tmp_path: Path) -> None:
         ({"context": {"handoff": {"prompt": "é" * 1001}}}, "context.handoff.prompt: must be at most 2000 UTF-8 bytes"),
         ({"context": {"models": {"m": {"handoff": {"budget_tokens": -1}}}}}, "context.models.m.handoff.budget_tokens"),
         ({"context": {"models": {"m": {"tools": {"max_rounds": "x"}}}}}, "context.models.m.tools.max_rounds"),
+        ({"redis": {"wait_replicas": -1}}, "redis.wait_replicas: must be >= 0, got -1"),
+        ({"redis": {"wait_replicas": 1}}, "redis.wait_replicas: the embedded server has no replicas"),
+        ({"redis": {"wait_timeout_ms": 0}}, "redis.wait_timeout_ms: must be > 0, got 0"),
+        ({"redis": {"cluster": "maybe"}}, "redis.cluster: must be true or false"),
+        ({"redis": {"cluster": True}}, "redis.cluster: needs redis.url to name seed nodes"),
+        ({"redis": {"url": "redis://a:1,redis://b:2"}}, "redis.url: several seed nodes need redis.cluster: true"),
+        ({"redis": {"url": "redis://a:1,unix:///s", "cluster": True}}, "redis.url: several URLs name the seed nodes"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(raw: object, message: str) -> None:
@@ -73,6 +80,13 @@ def test_context_tools_and_handoff_per_model() -> None:
     assert context.handoff_for("m").prompt == "{n_remaining}"  # type: ignore[union-attr]
     defaults = settings_from_mapping({}).context
     assert defaults.tools_for("m").recall and not defaults.tools_for("m").new_context and defaults.handoff is None
+
+
+def test_a_cluster_is_named_by_its_seed_nodes() -> None:
+    redis = settings_from_mapping(
+        {"redis": {"url": "redis://10.0.0.1:7000, redis://10.0.0.2:7000", "cluster": "true", "wait_replicas": 1}}
+    ).redis
+    assert (redis.cluster, redis.wait_replicas, redis.wait_timeout_ms) == (True, 1, 1000)
 
 
 def test_strategy_lists_and_background_are_accepted() -> None:

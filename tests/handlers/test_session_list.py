@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aiohttp
@@ -25,8 +24,7 @@ async def say(proxy: Proxy, session: str, key: str = "sk-test", turns: int = 1) 
 async def test_a_key_lists_its_own_sessions_newest_first_in_pages(proxy: Proxy) -> None:
     for n in range(5):
         await say(proxy, f"s{n}", turns=n + 1)
-    await asyncio.sleep(1.05)  # last use is kept in whole seconds
-    await say(proxy, "s1")  # used again: newest now
+    await say(proxy, "s1")  # used again: newest now (the index orders to the millisecond)
     await say(proxy, "theirs", key="sk-other")
     status, page = await list_json(proxy, query="?limit=2")
     assert status == 200 and page["object"] == "list" and page["has_more"] is True
@@ -50,6 +48,30 @@ async def test_a_key_lists_its_own_sessions_newest_first_in_pages(proxy: Proxy) 
 
 
 async def test_bad_paging_is_a_clear_400(proxy: Proxy) -> None:
-    for query in ("?limit=0", "?limit=101", "?limit=x", "?after=bad%20id"):
+    for query in ("?limit=0", "?limit=101", "?limit=x", "?after=bad%20id", "?after=no-such-session"):
         status, body = await list_json(proxy, query=query)
         assert status == 400 and body["error"]["param"] in ("limit", "after")
+
+
+async def test_sessions_are_listed_newest_first_with_their_figures(proxy: Proxy) -> None:
+    for session in ("first", "second", "third"):
+        await say(proxy, session)
+    await say(proxy, "first")
+    status, body = await list_json(proxy)
+    assert status == 200
+    assert [s["id"] for s in body["data"]] == ["first", "third", "second"]
+    assert (body["object"], body["first_id"], body["last_id"], body["has_more"]) == ("list", "first", "second", False)
+    first = body["data"][0]
+    assert first["object"] == "session" and first["turns"] == 2 and first["window"] == "win_0"
+    assert first["prompt_tokens"] == proxy.fake.prompt_tokens(proxy.fake.chats[-1]["messages"]) > 0
+    assert first["created"] <= first["last_used"]
+
+
+async def test_a_deleted_session_leaves_the_list(proxy: Proxy) -> None:
+    await say(proxy, "kept")
+    await say(proxy, "gone")
+    headers = {"Authorization": "Bearer sk-test"}
+    async with aiohttp.ClientSession() as http, http.delete(proxy.url + "/v1/sessions/gone", headers=headers) as r:
+        assert r.status == 200
+    _, body = await list_json(proxy)
+    assert [s["id"] for s in body["data"]] == ["kept"]
