@@ -122,12 +122,6 @@ class Store:
     async def close(self) -> None:
         await self._redis.aclose()
 
-    async def ping(self) -> bool:
-        try:
-            return bool(await self._redis.ping())
-        except (RedisError, OSError):
-            return False
-
     async def readiness(self) -> Readiness:
         """A single server answers PING; a cluster says every slot is served."""
         return await readiness(self._redis)
