@@ -126,12 +126,17 @@ def short_tenant(tenant: str) -> str:
 
 
 def redis_in_use(settings: Settings) -> str:
-    """The Redis a proxy uses, with no password: a URL, or the embedded server's socket."""
+    """The Redis a proxy uses, with no password: a URL (a cluster's seed URLs, comma-separated),
+    or the embedded server's socket."""
     url = settings.redis.url
     if url == "embedded":
         from proxy.store import EmbeddedRedis
 
         return f"embedded {EmbeddedRedis(settings.redis.data_dir).url}"
+    return ",".join(_without_password(part.strip()) for part in url.split(","))
+
+
+def _without_password(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
         return url

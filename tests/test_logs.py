@@ -101,6 +101,8 @@ def test_a_long_foreign_error_is_one_short_line(caplog: pytest.LogCaptureFixture
 def test_redis_urls_are_shown_without_passwords(tmp_path: Path) -> None:
     shown = redis_in_use(settings_from_mapping({"redis": {"url": "redis://app:s3cret@cache:6380/2"}}))
     assert shown == "redis://app:***@cache:6380/2"
+    seeds = {"url": "redis://:s3cret@a:7000, redis://:s3cret@b:7001", "cluster": True}
+    assert redis_in_use(settings_from_mapping({"redis": seeds})) == "redis://:***@a:7000,redis://:***@b:7001"
     embedded = redis_in_use(settings_from_mapping({"redis": {"data_dir": str(tmp_path)}}))
     assert embedded == f"embedded unix://{tmp_path}/redis.sock"
 
