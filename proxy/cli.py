@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import os
 import sys
@@ -13,23 +12,19 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import orjson
-from aiohttp import web
 
 from proxy import __version__, logs, tracing
 from proxy.app import create_app
 from proxy.config import LOG_FORMATS, Settings, config_file, load_settings, with_overrides
 from proxy.context.cache import PathCache
 from proxy.errors import ConfigError, Conflict, StoreUnavailable
+from proxy.serving import run_app
 from proxy.events import EventBus
 from proxy.sessions import Identity, tenant_of
 from proxy.sessions.view import session_view
 from proxy.store import EmbeddedRedis, EmbeddedServerError, SessionKeys, Store, running_server_url
 from proxy.turn.clear import clear_context
-
-# The path cache holds many small, long-lived objects; the default thresholds make the
-# cyclic collector walk them all every few thousand allocations. Requests allocate
-# plenty but create few cycles, so the collector runs far less often.
-_GC_THRESHOLDS = (50_000, 20, 100)
+from proxy.workers import serve_workers
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", dest="sub_config", help=argparse.SUPPRESS)
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", help="worker processes on the one port: a number, or auto (one per core)")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     serve.add_argument("--log-format", choices=LOG_FORMATS, help="text (default) or json: one object per line")
     sessions = commands.add_parser("sessions", help="inspect or delete stored sessions")
@@ -71,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             logs.configure(args.log_level, args.log_format or settings.server.log_format)
             tracing.setup(os.environ)
             source = str(config_file(config) or "(defaults)")
-            return _serve(with_overrides(settings, host=args.host, port=args.port), source)
+            return _serve(with_overrides(settings, host=args.host, port=args.port, workers=args.workers), source)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
         return asyncio.run(_sessions(settings, args))
     except BrokenPipeError:
@@ -87,24 +83,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(settings: Settings, source: str) -> int:
-    try:
-        import uvloop
+    def started(port: int) -> None:
+        fields = logs.startup_fields(with_overrides(settings, port=port), source)
+        logging.getLogger("context_proxy").info(fields)
 
-        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    except ImportError:
-        loop = asyncio.new_event_loop()
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    gc.set_threshold(*_GC_THRESHOLDS)
-    web.run_app(
-        create_app(settings),
-        host=settings.server.host,
-        port=settings.server.port,
-        shutdown_timeout=settings.server.shutdown_timeout_s,
-        handler_cancellation=True,
-        access_log=None,
-        loop=loop,
-        print=lambda _: logging.getLogger("context_proxy").info(logs.startup_fields(settings, source)),
-    )
+    if settings.server.workers > 1:
+        return serve_workers(settings, on_listening=started)
+    run_app(create_app(settings), settings, on_listening=lambda: started(settings.server.port))
     return 0
 
 

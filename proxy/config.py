@@ -133,10 +133,26 @@ def _import_path(value: Any) -> str | None:
     return None if ok else f"must be 'package.module:function', got {value!r}"
 
 
+def worker_count(value: Any) -> int:
+    """`server.workers` and `--workers`: an integer >= 1, or `auto` for the number of cores."""
+    if value == "auto":
+        return os.cpu_count() or 1
+    if isinstance(value, str) and re.fullmatch(r"\d+", value.strip()):
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise ValueError(f"must be an integer >= 1 or 'auto', got {value!r}")
+
+
 def _check(fn: Check, default: Any = dataclasses.MISSING) -> Any:
     if default is dataclasses.MISSING:
         return field(metadata={"check": fn})
     return field(default=default, metadata={"check": fn})
+
+
+def _parsed(parse: Callable[[Any], Any], default: Any) -> Any:
+    """A field whose raw value `parse` turns into the setting, or refuses with ValueError."""
+    return field(default=default, metadata={"parse": parse})
 
 
 @dataclass(frozen=True)
@@ -147,6 +163,7 @@ class ServerSettings:
     shutdown_timeout_s: float = _check(_positive, 30.0)
     cache_messages: int = _check(_non_negative, 25000)
     log_format: str = _check(_one_of(*LOG_FORMATS), "text")
+    workers: int = _parsed(worker_count, 1)
 
 
 @dataclass(frozen=True)
@@ -383,7 +400,14 @@ def _build(cls: type[Any], raw: Any, path: str) -> Any:
         key_path = f"{path}.{key}" if path else str(key)
         if key not in fields:
             raise ConfigError(f"{key_path}: unknown key; allowed: {', '.join(fields)}")
-        values[key] = _coerce(hints[key], value, key_path)
+        parse = fields[key].metadata.get("parse")
+        if parse is None:
+            values[key] = _coerce(hints[key], value, key_path)
+        else:
+            try:
+                values[key] = parse(value)
+            except ValueError as exc:
+                raise ConfigError(f"{key_path}: {exc}") from exc
         check = fields[key].metadata.get("check")
         if check is not None and values[key] is not None:
             problem = check(values[key])
@@ -452,8 +476,15 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def with_overrides(settings: Settings, *, host: str | None = None, port: int | None = None) -> Settings:
+def with_overrides(
+    settings: Settings, *, host: str | None = None, port: int | None = None, workers: str | None = None
+) -> Settings:
     server = settings.server
+    if workers is not None:
+        try:
+            server = dataclasses.replace(server, workers=worker_count(workers))
+        except ValueError as exc:
+            raise ConfigError(f"--workers: {exc}") from exc
     if host is not None:
         server = dataclasses.replace(server, host=host)
     if port is not None:

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from proxy.config import Settings
 from proxy.metrics import Metrics
+from proxy.metrics_peers import MetricPeers
 from proxy.store import EmbeddedRedis, Store
 from proxy.turn import SessionAPI, TurnService
 from proxy.turn.facts import TurnFacts
@@ -20,6 +21,8 @@ UPSTREAM = web.AppKey("upstream", UpstreamClient)
 TURNS = web.AppKey("turns", TurnService)
 SESSIONS = web.AppKey("sessions", SessionAPI)
 TURN_CONTEXTS = web.AppKey("turn_contexts", TurnContexts)
+PEERS = web.AppKey("peers", MetricPeers)
+"""Set only in a worker of `serve --workers N`: `/metrics` then answers for every worker."""
 
 ROUTE_MODEL = web.RequestKey("model", str)
 REQUEST_ID = web.RequestKey("request_id", str)

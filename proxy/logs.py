@@ -157,5 +157,6 @@ def startup_fields(settings: Settings, config: str) -> Fields:
             "redis": redis_in_use(settings),
             "config": config,
             "strategy": ",".join(settings.context.strategy),
+            "workers": server.workers,
         },
     )

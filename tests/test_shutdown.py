@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import socket
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,33 +12,7 @@ import aiohttp
 import openai
 
 from tests.fake_upstream import FakeOpenAI
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def start(config: Path) -> asyncio.subprocess.Process:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy", "serve", "--config", str(config),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    return process
-
-
-async def wait_ready(url: str) -> None:
-    async with aiohttp.ClientSession() as http:
-        for _ in range(200):
-            try:
-                async with http.get(url + "/readyz") as r:
-                    if r.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.05)
-    raise AssertionError("the proxy did not become ready")
+from tests.processes import free_port, start, wait_ready
 
 
 def write_config(tmp_path: Path, fake: FakeOpenAI, *, shutdown_timeout_s: float) -> tuple[Path, str]:

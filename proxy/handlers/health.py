@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.keys import METRICS, STORE
+from proxy.keys import METRICS, PEERS, STORE
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -24,4 +24,9 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(text=request.app[METRICS].render(), content_type="text/plain", charset="utf-8")
+    """This process's metrics; with several workers, the totals over all of them."""
+    text = request.app[METRICS].render()
+    peers = request.app.get(PEERS)
+    if peers is not None:
+        text = await peers.totals(text)
+    return web.Response(text=text, content_type="text/plain", charset="utf-8")
