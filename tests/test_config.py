@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,8 @@ def test_env_substitution(tmp_path: Path) -> None:
         ({"context": {"strategy": "magic"}}, "context.strategy: unknown strategy 'magic'"),
         ({"server": {"prot": 1}}, "server.prot: unknown key; allowed: host, port"),
         ({"server": {"port": "eighty"}}, "server.port: must be an integer"),
+        ({"server": {"workers": 0}}, "server.workers: must be an integer >= 1 or 'auto', got 0"),
+        ({"server": {"workers": "many"}}, "server.workers: must be an integer >= 1 or 'auto', got 'many'"),
         ({"redis": {"url": "http://x"}}, "redis.url: must be 'embedded'"),
         ({"context": {"keep_recent": 10, "compact_after": 10}}, "context.compact_after: must be > context.keep_recent"),
         ({"context": {"models": {"m": {"context_window": 0}}}}, "context.models.m.context_window: must be > 0"),
@@ -99,6 +102,15 @@ def test_cli_overrides() -> None:
     assert (settings.server.host, settings.server.port) == ("0.0.0.0", 9999)
     with pytest.raises(ConfigError, match="--port"):
         with_overrides(settings, port=70000)
+
+
+def test_workers_auto_is_the_number_of_cores() -> None:
+    assert settings_from_mapping({}).server.workers == 1
+    assert settings_from_mapping({"server": {"workers": "auto"}}).server.workers == (os.cpu_count() or 1)
+    assert settings_from_mapping({"server": {"workers": "3"}}).server.workers == 3
+    assert with_overrides(settings_from_mapping({}), workers="auto").server.workers == (os.cpu_count() or 1)
+    with pytest.raises(ConfigError, match="--workers: must be an integer >= 1 or 'auto', got 0"):
+        with_overrides(settings_from_mapping({}), workers="0")
 
 
 def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
