@@ -7,6 +7,9 @@ Targets, run interleaved round after round so machine noise hits all alike:
   (f) streaming, 20 chunks: direct (f-a) and through the proxy (f-d)
 at concurrency 1 and 32; medians over rounds. Then per-turn proxy CPU at 10, 100
 and 1,000 turns of history, and the proxy's RSS idle and under c=64.
+
+`python -m bench --workers N [--quick]` runs only the comparison of one worker with N
+workers instead (bench/workers.py).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,33 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
-import orjson
 import psutil
 
+from bench.common import HEADERS, chat_body, free_port, wait_up
 from bench.load import Result, run_load
-from bench.sessions import API_KEY, history, populate, user_message
+from bench.sessions import history, populate, user_message
+from bench.workers import compare_workers
 from proxy.store import Store, running_server_url
-
-MODEL = "bench-model"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def wait_up(url: str) -> None:
-    async with aiohttp.ClientSession() as http:
-        for _ in range(200):
-            try:
-                async with http.get(url) as r:
-                    if r.status < 500:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.05)
-    raise RuntimeError(f"{url} did not come up")
 
 
 class Processes:
@@ -93,13 +75,6 @@ class Processes:
                 child.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 child.kill()
-
-
-def chat_body(messages: list[dict[str, str]], *, stream: bool = False) -> bytes:
-    return orjson.dumps({"model": MODEL, "messages": messages, "stream": stream})
-
-
-HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
 
 
 class Bench:
@@ -313,8 +288,17 @@ def main() -> None:
     parser.add_argument(
         "--pool", type=int, default=200, help="sessions per pool (more than fit the proxy's cache: cold loads)"
     )
+    parser.add_argument(
+        "--workers", type=int, help="instead: the proxy with 1 worker against this many, at c=32 (see bench/workers.py)"
+    )
     args = parser.parse_args()
-    asyncio.run(main_async(args.quick, args.rounds or (2 if args.quick else 3), args.pool))
+    if args.workers is not None and args.workers < 2:
+        parser.error("--workers: compare one worker with 2 or more")
+    rounds = args.rounds or (2 if args.quick else 3)
+    if args.workers:
+        asyncio.run(compare_workers(args.workers, quick=args.quick, rounds=rounds, pool=args.pool))
+    else:
+        asyncio.run(main_async(args.quick, rounds, args.pool))
 
 
 if __name__ == "__main__":

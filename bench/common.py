@@ -1,0 +1,37 @@
+"""What every benchmark run shares: ports, waiting for a server, the request body and headers."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import aiohttp
+import orjson
+
+from bench.sessions import API_KEY
+
+MODEL = "bench-model"
+HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def wait_up(url: str) -> None:
+    async with aiohttp.ClientSession() as http:
+        for _ in range(200):
+            try:
+                async with http.get(url) as r:
+                    if r.status < 500:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def chat_body(messages: list[dict[str, str]], *, stream: bool = False) -> bytes:
+    return orjson.dumps({"model": MODEL, "messages": messages, "stream": stream})
