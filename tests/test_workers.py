@@ -247,6 +247,22 @@ async def test_a_worker_that_dies_is_replaced(
     assert f"pid={victim.pid} died (killed by SIGKILL); starting a new one" in log
 
 
+async def test_workers_drain_by_themselves_when_the_supervisor_is_killed(
+    fake: FakeOpenAI, redis_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    server = Server(tmp_path, tmp_path_factory.mktemp("run"), fake.url, redis_url)  # type: ignore[attr-defined]
+    process = await server.start()
+    try:
+        await server.ready()
+        workers = psutil.Process(process.pid).children()
+        process.kill()
+        _, alive = await asyncio.to_thread(psutil.wait_procs, workers, timeout=20)
+        assert not alive, "orphaned workers stopped"
+    finally:
+        await kill(process)
+    assert "the supervisor is gone" in (await server.log).decode()
+
+
 async def test_workers_that_cannot_start_stop_the_server(
     fake: FakeOpenAI, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
