@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import os
 import signal
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ class Server:
     """A `serve` process with its config, its URL and where its run directory will be."""
 
     def __init__(self, tmp: Path, run_parent: Path, upstream: str, redis: str, *, workers: int | None = 2) -> None:
+        self.processes: list[asyncio.subprocess.Process] = []
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.data = tmp / "data"
@@ -49,7 +51,14 @@ class Server:
         process = await start(self.config, *args, env={**os.environ, "TMPDIR": str(self.run_parent)})
         assert process.stderr is not None
         self.log = asyncio.ensure_future(process.stderr.read())
+        self.processes.append(process)
         return process
+
+    async def kill(self) -> None:
+        for process in self.processes:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
 
     async def stop(self, process: asyncio.subprocess.Process) -> str:
         """SIGTERM, then what `exited` says."""
@@ -112,10 +121,23 @@ def samples(text: str) -> Samples:
     }
 
 
-async def kill(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        process.kill()
-        await process.wait()
+ServerFactory = Callable[..., Server]
+
+
+@pytest.fixture
+async def servers(
+    fake: FakeOpenAI, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ServerFactory]:
+    """Make a `Server` on a Redis URL (or `embedded`); whatever still runs at the end is killed."""
+    made: list[Server] = []
+
+    def make(redis: str, *, workers: int | None = 2) -> Server:
+        made.append(Server(tmp_path, tmp_path_factory.mktemp("run"), fake.url, redis, workers=workers))  # type: ignore[attr-defined]
+        return made[-1]
+
+    yield make
+    for server in made:
+        await server.kill()
 
 
 async def ask(client: openai.AsyncOpenAI, question: str, *, stream: bool) -> str:
@@ -128,151 +150,123 @@ async def ask(client: openai.AsyncOpenAI, question: str, *, stream: bool) -> str
 
 
 async def test_a_delta_client_on_alternating_workers_keeps_one_history(
-    fake: FakeOpenAI, redis_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    servers: ServerFactory, fake: FakeOpenAI, redis_url: str
 ) -> None:
-    server = Server(tmp_path, tmp_path_factory.mktemp("run"), fake.url, redis_url)  # type: ignore[attr-defined]
-    process = await server.start()
-    try:
-        await server.ready()
-        served_by: list[str] = []
-        conversation: list[tuple[str, str]] = []
-        for turn in range(24):
-            before = await server.shares()
-            question = f"question {turn} about item {turn * 7}"
-            async with server.client("across") as client:
-                answer = await ask(client, question, stream=turn % 3 == 2)
-            for _ in range(100):
-                after = await server.shares()
-                grew = [name for name in after if after[name].get(CHAT_OK, 0) > before[name].get(CHAT_OK, 0)]
-                if grew:
-                    break
-                await asyncio.sleep(0.01)
-            served_by += grew
-            conversation += [("user", question), ("assistant", answer)]
+    server = servers(redis_url)
+    await server.start()
+    await server.ready()
+    served_by: list[str] = []
+    conversation: list[tuple[str, str]] = []
+    for turn in range(24):
+        before = await server.shares()
+        question = f"question {turn} about item {turn * 7}"
+        async with server.client("across") as client:
+            answer = await ask(client, question, stream=turn % 3 == 2)
+        for _ in range(100):
+            after = await server.shares()
+            grew = [name for name in after if after[name].get(CHAT_OK, 0) > before[name].get(CHAT_OK, 0)]
+            if grew:
+                break
+            await asyncio.sleep(0.01)
+        served_by += grew
+        conversation += [("user", question), ("assistant", answer)]
 
-        switches = sum(a != b for a, b in itertools.pairwise(served_by))
-        assert len(served_by) == 24 and set(served_by) == {"worker-0", "worker-1"} and switches >= 3, served_by
-        sent = [[(m["role"], m["content"]) for m in chat["messages"]] for chat in fake.chats]
-        assert sent == [conversation[: 2 * turn + 1] for turn in range(24)], "each turn carried the whole history"
-        journal = await server.journal("across")
-        seqs = [t["seq"] for t in journal["turns"]]
-        assert [t["status"] for t in journal["turns"]] == ["completed"] * 24
-        assert [b["turns"] for b in journal["branches"]] == [seqs], "one linear history, no fork"
-        assert [t["input"][-1]["content"] for t in journal["turns"]] == [
-            q for role, q in conversation if role == "user"
-        ]
+    switches = sum(a != b for a, b in itertools.pairwise(served_by))
+    assert len(served_by) == 24 and set(served_by) == {"worker-0", "worker-1"} and switches >= 2, served_by
+    sent = [[(m["role"], m["content"]) for m in chat["messages"]] for chat in fake.chats]
+    assert sent == [conversation[: 2 * turn + 1] for turn in range(24)], "each turn carried the whole history"
+    journal = await server.journal("across")
+    seqs = [t["seq"] for t in journal["turns"]]
+    assert [t["status"] for t in journal["turns"]] == ["completed"] * 24
+    assert [b["turns"] for b in journal["branches"]] == [seqs], "one linear history, no fork"
+    assert [t["input"][-1]["content"] for t in journal["turns"]] == [q for role, q in conversation if role == "user"]
 
-        totals = samples(await server.metrics())
-        shares = await server.shares()
-        assert totals[CHAT_OK] == 24 == sum(share[CHAT_OK] for share in shares.values())
-        assert totals[("context_proxy_workers_reporting", ())] == 2
-        assert all(share[CHAT_OK] > 0 for share in shares.values()), "each total adds every worker's share"
-    finally:
-        await kill(process)
+    totals = samples(await server.metrics())
+    shares = await server.shares()
+    assert totals[CHAT_OK] == 24 == sum(share[CHAT_OK] for share in shares.values())
+    assert totals[("context_proxy_workers_reporting", ())] == 2
+    assert all(share[CHAT_OK] > 0 for share in shares.values()), "each total adds every worker's share"
 
 
 async def test_sigterm_drains_every_worker_and_the_embedded_server_runs_once(
-    fake: FakeOpenAI, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    servers: ServerFactory, fake: FakeOpenAI
 ) -> None:
-    server = Server(tmp_path, tmp_path_factory.mktemp("run"), fake.url, "embedded", workers=None)  # type: ignore[attr-defined]
+    server = servers("embedded", workers=None)
     process = await server.start("--workers", "2")
+    await server.ready()
+    children = psutil.Process(process.pid).children(recursive=True)
+    (valkey,) = [c for c in children if "valkey-server" in c.name()]
+    workers = [c for c in children if c is not valkey]
+    assert valkey.ppid() == process.pid and len(workers) == 2, "the supervisor alone started the server"
+
+    fake.chunk_delay_s = 0.05
     streams: list[tuple[openai.AsyncOpenAI, Any, list[Any]]] = []
-    try:
-        await server.ready()
-        supervisor = psutil.Process(process.pid)
-        children = supervisor.children(recursive=True)
-        (valkey,) = [c for c in children if "valkey-server" in c.name()]
-        workers = [c for c in children if c is not valkey]
-        assert valkey.ppid() == process.pid and len(workers) == 2, "the supervisor alone started the server"
+    for n in range(20):
+        client = server.client(f"drain-{n}")
+        stream = await client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "word " * 30}], stream=True
+        )
+        streams.append((client, stream, [await stream.__anext__()]))
+        if all(share.get(IN_FLIGHT, 0) >= 1 for share in (await server.shares()).values()):
+            break
+    assert all(share[IN_FLIGHT] >= 1 for share in (await server.shares()).values()), "a stream on each worker"
 
-        fake.chunk_delay_s = 0.05
-        for n in range(20):
-            client = server.client(f"drain-{n}")
-            stream = await client.chat.completions.create(
-                model="gpt-4o-mini", messages=[{"role": "user", "content": "word " * 30}], stream=True
-            )
-            streams.append((client, stream, [await stream.__anext__()]))
-            if all(share.get(IN_FLIGHT, 0) >= 1 for share in (await server.shares()).values()):
-                break
-        assert all(share[IN_FLIGHT] >= 1 for share in (await server.shares()).values()), "a stream on each worker"
-
-        process.send_signal(signal.SIGTERM)
-        for client, stream, chunks in streams:
-            chunks += [chunk async for chunk in stream]
-            assert chunks[-1].choices[0].finish_reason == "stop"
-            await client.close()
-        log = await server.exited(process)
-    finally:
-        await kill(process)
-    assert "SIGTERM: draining 2 workers" in log
+    process.send_signal(signal.SIGTERM)
+    for client, stream, chunks in streams:
+        chunks += [chunk async for chunk in stream]
+        assert chunks[-1].choices[0].finish_reason == "stop"
+        await client.close()
+    assert "SIGTERM: draining 2 workers" in await server.exited(process)
     assert not valkey.is_running() and not any(w.is_running() for w in workers), "nothing left running"
     assert (server.data / "redis.log").read_text().count("Ready to accept connections") == 1
     assert not list(server.run_parent.glob("context-proxy-*")), "the run directory is removed"
 
     fake.chunk_delay_s = 0
     process = await server.start()
-    try:
-        await wait_ready(server.url)
-        for n in range(len(streams)):
-            journal = await server.journal(f"drain-{n}")
-            assert [t["status"] for t in journal["turns"]] == ["completed"], f"drain-{n} was journaled"
-        await server.stop(process)
-    finally:
-        await kill(process)
+    await wait_ready(server.url)
+    for n in range(len(streams)):
+        journal = await server.journal(f"drain-{n}")
+        assert [t["status"] for t in journal["turns"]] == ["completed"], f"drain-{n} was journaled"
+    await server.stop(process)
 
 
-async def test_a_worker_that_dies_is_replaced(
-    fake: FakeOpenAI, redis_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    server = Server(tmp_path, tmp_path_factory.mktemp("run"), fake.url, redis_url)  # type: ignore[attr-defined]
+async def test_a_worker_that_dies_is_replaced(servers: ServerFactory, redis_url: str) -> None:
+    server = servers(redis_url)
     process = await server.start()
-    try:
-        await server.ready()
-        supervisor = psutil.Process(process.pid)
-        victim = supervisor.children()[0]
-        victim.kill()
-        for _ in range(200):
-            pids = {c.pid for c in supervisor.children()}
-            if len(pids) == 2 and victim.pid not in pids and len(await server.shares()) == 2:
-                break
-            await asyncio.sleep(0.05)
-        assert len(pids) == 2 and victim.pid not in pids
-        for n in range(4):
-            async with server.client(f"after-{n}") as client:
-                assert await ask(client, "still there?", stream=False)
-        assert samples(await server.metrics())[("context_proxy_workers_reporting", ())] == 2
-        log = await server.stop(process)
-    finally:
-        await kill(process)
-    assert f"pid={victim.pid} died (killed by SIGKILL); starting a new one" in log
+    await server.ready()
+    supervisor = psutil.Process(process.pid)
+    victim = supervisor.children()[0]
+    victim.kill()
+    for _ in range(200):
+        pids = {c.pid for c in supervisor.children()}
+        if len(pids) == 2 and victim.pid not in pids and len(await server.shares()) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert len(pids) == 2 and victim.pid not in pids
+    for n in range(4):
+        async with server.client(f"after-{n}") as client:
+            assert await ask(client, "still there?", stream=False)
+    assert samples(await server.metrics())[("context_proxy_workers_reporting", ())] == 2
+    assert f"pid={victim.pid} died (killed by SIGKILL); starting a new one" in await server.stop(process)
 
 
 async def test_workers_drain_by_themselves_when_the_supervisor_is_killed(
-    fake: FakeOpenAI, redis_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    servers: ServerFactory, redis_url: str
 ) -> None:
-    server = Server(tmp_path, tmp_path_factory.mktemp("run"), fake.url, redis_url)  # type: ignore[attr-defined]
+    server = servers(redis_url)
     process = await server.start()
-    try:
-        await server.ready()
-        workers = psutil.Process(process.pid).children()
-        process.kill()
-        _, alive = await asyncio.to_thread(psutil.wait_procs, workers, timeout=20)
-        assert not alive, "orphaned workers stopped"
-    finally:
-        await kill(process)
+    await server.ready()
+    workers = psutil.Process(process.pid).children()
+    process.kill()
+    _, alive = await asyncio.to_thread(psutil.wait_procs, workers, timeout=20)
+    assert not alive, "orphaned workers stopped"
     assert "the supervisor is gone" in (await server.log).decode()
 
 
-async def test_workers_that_cannot_start_stop_the_server(
-    fake: FakeOpenAI, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    unreachable = f"redis://127.0.0.1:{free_port()}/0"
-    server = Server(tmp_path, tmp_path_factory.mktemp("run"), fake.url, unreachable)  # type: ignore[attr-defined]
+async def test_workers_that_cannot_start_stop_the_server(servers: ServerFactory) -> None:
+    server = servers(f"redis://127.0.0.1:{free_port()}/0")
     process = await server.start()
-    try:
-        assert await asyncio.wait_for(process.wait(), 30) == 1
-    finally:
-        await kill(process)
+    assert await asyncio.wait_for(process.wait(), 30) == 1
     log = (await server.log).decode()
     assert "cannot reach redis" in log and "failed to start" in log
     assert not list(server.run_parent.glob("context-proxy-*"))
