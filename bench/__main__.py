@@ -28,7 +28,7 @@ from pathlib import Path
 import aiohttp
 import psutil
 
-from bench.common import HEADERS, chat_body, free_port, wait_up
+from bench.common import HEADERS, chat_body, free_port, stop_all, wait_up
 from bench.load import Result, run_load
 from bench.sessions import history, populate, user_message
 from bench.workers import compare_workers
@@ -68,13 +68,7 @@ class Processes:
         return psutil.Process(self.children[2].pid)
 
     def stop(self) -> None:
-        for child in reversed(self.children):
-            child.terminate()
-        for child in self.children:
-            try:
-                child.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        stop_all(self.children)
 
 
 class Bench:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 
 import aiohttp
 import orjson
@@ -35,3 +36,14 @@ async def wait_up(url: str) -> None:
 
 def chat_body(messages: list[dict[str, str]], *, stream: bool = False) -> bytes:
     return orjson.dumps({"model": MODEL, "messages": messages, "stream": stream})
+
+
+def stop_all(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each (last started first), then wait; kill what has not stopped in 30 s."""
+    for child in reversed(children):
+        child.terminate()
+    for child in children:
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()

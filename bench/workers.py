@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import HEADERS, chat_body, free_port, wait_up
+from bench.common import HEADERS, chat_body, free_port, stop_all, wait_up
 from bench.load import run_load
 from bench.sessions import populate, user_message
 from proxy.store import EmbeddedRedis, Store
@@ -84,13 +84,7 @@ class Machine:
         }
 
     async def stop(self) -> None:
-        for child in reversed(self.children):
-            child.terminate()
-        for child in self.children:
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        stop_all(self.children)
         await self.redis.stop()
 
 
