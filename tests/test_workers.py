@@ -60,9 +60,9 @@ class Server:
                 process.kill()
                 await process.wait()
 
-    async def stop(self, process: asyncio.subprocess.Process) -> str:
-        """SIGTERM, then what `exited` says."""
-        process.send_signal(signal.SIGTERM)
+    async def stop(self, process: asyncio.subprocess.Process, signum: int = signal.SIGTERM) -> str:
+        """SIGTERM (or `signum`), then what `exited` says."""
+        process.send_signal(signum)
         return await self.exited(process)
 
     async def exited(self, process: asyncio.subprocess.Process) -> str:
@@ -247,7 +247,9 @@ async def test_a_worker_that_dies_is_replaced(servers: ServerFactory, redis_url:
         async with server.client(f"after-{n}") as client:
             assert await ask(client, "still there?", stream=False)
     assert samples(await server.metrics())[("context_proxy_workers_reporting", ())] == 2
-    assert f"pid={victim.pid} died (killed by SIGKILL); starting a new one" in await server.stop(process)
+    log = await server.stop(process, signal.SIGINT)
+    assert f"pid={victim.pid} died (killed by SIGKILL); starting a new one" in log
+    assert "SIGINT: draining 2 workers" in log
 
 
 async def test_workers_drain_by_themselves_when_the_supervisor_is_killed(
