@@ -87,19 +87,19 @@ class _Supervisor:
         self.ready_r, self.ready_w = os.pipe()
         for fd in (self.signals_r, self.signals_w, self.ready_r):
             os.set_blocking(fd, False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.signals_r, selectors.EVENT_READ)
+        self.selector.register(self.ready_r, selectors.EVENT_READ)
 
     def run(self) -> int:
         previous_fd = signal.set_wakeup_fd(self.signals_w, warn_on_full_buffer=False)
         previous = {sig: signal.signal(sig, _noted) for sig in _SIGNALS}
-        selector = selectors.DefaultSelector()
-        selector.register(self.signals_r, selectors.EVENT_READ)
-        selector.register(self.ready_r, selectors.EVENT_READ)
         try:
             for index in range(self.settings.server.workers):
                 self._spawn(index)
             while self.workers:
                 timeout = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-                for key, _ in selector.select(timeout):
+                for key, _ in self.selector.select(timeout):
                     if key.fd == self.signals_r:
                         for signum in os.read(self.signals_r, 512):
                             self._on_signal(signum)
@@ -109,7 +109,7 @@ class _Supervisor:
                     self._kill_stragglers()
             return self.status
         finally:
-            selector.close()
+            self.selector.close()
             signal.set_wakeup_fd(previous_fd)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -141,6 +141,7 @@ class _Supervisor:
                 signal.signal(sig, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
             os.setpgid(0, 0)
+            self.selector.close()
             for fd in (self.signals_r, self.signals_w, self.lifeline_w, self.ready_r):
                 os.close(fd)
             for sock in self.reserved:
