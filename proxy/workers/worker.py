@@ -14,13 +14,13 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
 
-from proxy.app import create_app
+from proxy.app import CleanupContext, create_app
 from proxy.config import Settings
 from proxy.errors import StoreUnavailable
 from proxy.keys import METRICS, PEERS
@@ -28,9 +28,6 @@ from proxy.metrics_peers import MetricPeers
 from proxy.serving import run_app
 
 log = logging.getLogger("context_proxy.workers")
-
-CleanupContext = Callable[[web.Application], AsyncIterator[None]]
-
 
 @dataclass(frozen=True)
 class Slot:
