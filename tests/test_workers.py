@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import os
 import signal
+import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.workers.supervisor import bind
 from tests.fake_upstream import FakeOpenAI
 from tests.processes import free_port, start, wait_ready
 
@@ -272,3 +274,16 @@ async def test_workers_that_cannot_start_stop_the_server(servers: ServerFactory)
     log = (await server.log).decode()
     assert "cannot reach redis" in log and "failed to start" in log
     assert not list(server.run_parent.glob("context-proxy-*"))
+
+
+def test_the_port_is_bound_once_and_shared_by_every_worker() -> None:
+    reserved = bind("127.0.0.1", 0)
+    port = reserved[0].getsockname()[1]
+    workers = [bind("127.0.0.1", port), bind("127.0.0.1", port)]
+    try:
+        assert [sock.getsockname() for group in workers for sock in group] == [("127.0.0.1", port)] * 2
+        with socket.socket() as other, pytest.raises(OSError):
+            other.bind(("127.0.0.1", port))
+    finally:
+        for sock in [*reserved, *workers[0], *workers[1]]:
+            sock.close()
