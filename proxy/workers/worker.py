@@ -29,6 +29,7 @@ from proxy.serving import run_app
 
 log = logging.getLogger("context_proxy.workers")
 
+
 @dataclass(frozen=True)
 class Slot:
     """What a worker gets from the supervisor besides settings and sockets."""
