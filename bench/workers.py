@@ -5,7 +5,8 @@ worker and N workers. Round after round, interleaved so machine noise hits both 
 (c) X-Context-Strategy: off, (d) a delta client on a fresh pool of 50-turn sessions,
 (f-d) streaming through the proxy; req/s medians and the ratio N workers / 1 worker.
 While each target runs, the CPU time of every process is sampled, to show where the
-cores went: the proxy's processes, the load generator (this process), the upstream, Redis.
+cores went (the proxy's processes, the load generator, which is this process, the
+upstream, Redis) and what a request costs the proxy; each pair of figures is 1 / N workers.
 """
 
 from __future__ import annotations
@@ -148,19 +149,18 @@ def _targets(names: list[str]) -> list[tuple[str, Factory, bool]]:
 
 
 def _table(results: dict[tuple[str, int], Runs], workers: int) -> str:
+    """req/s, the ratio, the proxy's CPU per request, and the cores each part used (1 worker / N)."""
     lines = [
-        f"\n| scenario (c=32) | 1 worker req/s | {workers} workers req/s | ratio | "
-        + " | ".join(f"cores: {part} (1 / {workers})" for part in PARTS)
+        f"\n| scenario (c=32) | 1 worker req/s | {workers} workers req/s | ratio | proxy CPU ms/request | "
+        + " | ".join(f"cores: {part}" for part in PARTS)
         + " |",
-        "|---|---|---|---|" + "---|" * len(PARTS),
+        "|---|---|---|---|---|" + "---|" * len(PARTS),
     ]
     for name in dict.fromkeys(name for name, _ in results):
         one, many = results[(name, 1)], results[(name, workers)]
-        rps_one, rps_many = statistics.median(one.throughput), statistics.median(many.throughput)
-        cores = [
-            f"{statistics.median(one.cores[part]):.2f} / {statistics.median(many.cores[part]):.2f}" for part in PARTS
-        ]
-        lines.append(
-            f"| {name} | {rps_one:.0f} | {rps_many:.0f} | {rps_many / rps_one:.2f} | " + " | ".join(cores) + " |"
-        )
+        rps = [statistics.median(runs.throughput) for runs in (one, many)]
+        cores = {part: [statistics.median(runs.cores[part]) for runs in (one, many)] for part in PARTS}
+        cpu = " / ".join(f"{1000 * used / rate:.2f}" for used, rate in zip(cores["proxy"], rps, strict=True))
+        used = " | ".join(f"{a:.2f} / {b:.2f}" for a, b in cores.values())
+        lines.append(f"| {name} | {rps[0]:.0f} | {rps[1]:.0f} | {rps[1] / rps[0]:.2f} | {cpu} | {used} |")
     return "\n".join(lines)
