@@ -5,7 +5,9 @@ the worker that answers a scrape merges its text with the other workers' here, a
 text level, so the renderer stays a one-process concern. Samples with the same name and
 label set (label order aside) are summed: counters, histogram `_bucket`/`_sum`/`_count`
 (every worker uses the same buckets, so summed cumulative counts are exact), and gauges,
-label-free ones included (requests in flight add up over the workers). `# HELP` and
+label-free ones included (requests in flight, resident memory and open descriptors add up
+over the workers), except a `*_start_time_seconds` gauge, which keeps the earliest
+(the oldest worker's start: a sum of timestamps means nothing). `# HELP` and
 `# TYPE` are kept once per family; families and samples keep the order in which they
 first appear, and a sample only some workers have joins its own family, so each family's
 lines stay together as the format requires. Other comments and timestamps are dropped.
@@ -24,6 +26,7 @@ _LABEL_NAME = re.compile(r"\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*\"")
 _INTEGER = re.compile(r"[+-]?\d+")
 # Suffixes under which a family's samples appear (histograms, summaries, counters).
 _SUFFIXES = ("_bucket", "_sum", "_count", "_total", "_created")
+_EARLIEST = "_start_time_seconds"
 
 Labels = tuple[tuple[str, str], ...]
 Number = int | float
@@ -68,10 +71,12 @@ def merge_expositions(texts: Iterable[str]) -> str:
             name = current if _belongs(sample.name, current) else sample.name
             family = families.setdefault(name, _Family())
             key = (sample.name, tuple(sorted(sample.labels)))
-            if key in family.samples:
-                family.samples[key].value += sample.value
-            else:
+            if key not in family.samples:
                 family.samples[key] = _Sample(sample.text, sample.value)
+            elif sample.name.endswith(_EARLIEST):
+                family.samples[key].value = min(family.samples[key].value, sample.value)
+            else:
+                family.samples[key].value += sample.value
     lines: list[str] = []
     for family in families.values():
         lines += [comment for comment in (family.help, family.type) if comment]

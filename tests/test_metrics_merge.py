@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.events import CompactionLanded, UpstreamAnswered
 from proxy.metrics import Metrics
 from proxy.metrics_merge import merge_expositions, parse_sample
 
@@ -18,7 +19,7 @@ def parsed(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_merging_workers_renders_equals_one_process_that_saw_everything() -> None:
-    one, two, both = Metrics(), Metrics(), Metrics()
+    one, two, both = Metrics(["gpt-4o"]), Metrics(["gpt-4o"]), Metrics(["gpt-4o"])
     for metrics, route, model, status, seconds in (
         (one, "/v1/chat/completions", "gpt-4o", 200, 0.003),
         (one, "/v1/chat/completions", "gpt-4o", 200, 0.2),
@@ -28,16 +29,33 @@ def test_merging_workers_renders_equals_one_process_that_saw_everything() -> Non
     ):
         for target in (metrics, both):
             target.request_done(route, model, status, seconds)
-            target.upstream_done(route, seconds / 2)
+            target.observe(UpstreamAnswered(route, status, seconds / 2, "req"))
+            target.tokens(model, prompt=10, completion=3)
+    landed = CompactionLanded("s", "req", "summarize", "win_0", "win_1", (0,), (1,), "a", None, None, None, 0.5)
     for target in (one, both):
-        target.compaction("summarize", "landed")
+        target.observe(landed)
     one.in_flight, two.in_flight, both.in_flight = 2, 3, 5
 
     merged = parsed(merge_expositions([one.render(), two.render()]))
     expected = parsed(both.render())
     assert merged.keys() == expected.keys()
-    assert all(merged[key] == pytest.approx(value) for key, value in expected.items())
+    for key, value in expected.items():
+        if not key[0].startswith("process_"):
+            assert merged[key] == pytest.approx(value), key
     assert merged[("context_proxy_in_flight_requests", ())] == 5
+    assert merged[("context_proxy_requests_total", (("model", "gpt-4o"), ("route", "/v1/chat/completions"), ("status", "200")))] == 3  # fmt: skip
+
+
+def test_process_gauges_add_up_but_the_start_time_is_the_earliest() -> None:
+    def worker(started: float, rss: int) -> str:
+        return (
+            f"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {started}\n"
+            f"# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {rss}\n"
+        )
+
+    merged = parsed(merge_expositions([worker(1700000100.5, 1000), worker(1700000000.25, 2000)]))
+    assert merged[("process_start_time_seconds", ())] == 1700000000.25
+    assert merged[("process_resident_memory_bytes", ())] == 3000
 
 
 def test_help_and_type_once_and_a_series_only_one_worker_has_stays_in_its_family() -> None:
