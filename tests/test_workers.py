@@ -218,7 +218,10 @@ async def test_sigterm_drains_every_worker_and_the_embedded_server_runs_once(
         chunks += [chunk async for chunk in stream]
         assert chunks[-1].choices[0].finish_reason == "stop"
         await client.close()
-    assert "SIGTERM: draining 2 workers" in await server.exited(process)
+    log = await server.exited(process)
+    assert "SIGTERM: draining 2 workers" in log
+    assert log.count("context-proxy started") == 1 and f"listen=http://127.0.0.1:{server.port}" in log
+    assert "workers=2" in log
     assert not valkey.is_running() and not any(w.is_running() for w in workers), "nothing left running"
     assert (server.data / "redis.log").read_text().count("Ready to accept connections") == 1
     assert not list(server.run_parent.glob("context-proxy-*")), "the run directory is removed"
