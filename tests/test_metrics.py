@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
 import aiohttp
 import openai
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.events import CompactionFailed, CompactionLanded
 from proxy.metrics import Metrics, escape
 from proxy.store import EmbeddedRedis
 from tests.conftest import Proxy, ProxyFactory, make_settings, replace_context
+from tests.exposition import promtool_check as _promtool
+from tests.exposition import samples as _samples
 from tests.fake_upstream import FakeOpenAI
 
 HOSTILE = ["back\\slash", 'quo"te', "new\nline", 'x"} 1\nforged_total{a="b', "trailing\\"]
@@ -33,22 +32,6 @@ async def _scrape(proxy: Proxy) -> str:
     async with aiohttp.ClientSession() as http, http.get(proxy.url + "/metrics") as response:
         assert response.status == 200
         return await response.text()
-
-
-def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def _promtool(text: str) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool is not installed (Debian package prometheus)")
-    checked = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, check=False)
-    assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
 
 
 def test_label_values_are_escaped_as_the_format_says() -> None:

@@ -8,6 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy.events import CompactionLanded, UpstreamAnswered
 from proxy.metrics import Metrics
 from proxy.metrics_merge import merge_expositions, parse_sample
+from tests.exposition import promtool_check
 
 
 def parsed(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -36,7 +37,9 @@ def test_merging_workers_renders_equals_one_process_that_saw_everything() -> Non
         target.observe(landed)
     one.in_flight, two.in_flight, both.in_flight = 2, 3, 5
 
-    merged = parsed(merge_expositions([one.render(), two.render()]))
+    text = merge_expositions([one.render(), two.render()])
+    promtool_check(text)
+    merged = parsed(text)
     expected = parsed(both.render())
     assert merged.keys() == expected.keys()
     for key, value in expected.items():

@@ -20,13 +20,12 @@ import aiohttp
 import openai
 import psutil
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.workers.supervisor import bind
+from tests.exposition import Samples, promtool_check, samples
 from tests.fake_upstream import FakeOpenAI
 from tests.processes import free_port, start, wait_ready
 
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 CHAT_OK = ("context_proxy_requests_total", (("model", "gpt-4o-mini"), ("route", "/v1/chat/completions"), ("status", "200")))  # fmt: skip
 IN_FLIGHT = ("context_proxy_in_flight_requests", ())
 
@@ -115,14 +114,6 @@ class Server:
             return await r.json()
 
 
-def samples(text: str) -> Samples:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
 ServerFactory = Callable[..., Server]
 
 
@@ -183,7 +174,9 @@ async def test_a_delta_client_on_alternating_workers_keeps_one_history(
     assert [b["turns"] for b in journal["branches"]] == [seqs], "one linear history, no fork"
     assert [t["input"][-1]["content"] for t in journal["turns"]] == [q for role, q in conversation if role == "user"]
 
-    totals = samples(await server.metrics())
+    exposition = await server.metrics()
+    promtool_check(exposition)
+    totals = samples(exposition)
     shares = await server.shares()
     assert totals[CHAT_OK] == 24 == sum(share[CHAT_OK] for share in shares.values())
     assert totals[("context_proxy_workers_reporting", ())] == 2
