@@ -18,8 +18,8 @@ from proxy.app import create_app
 from proxy.config import LOG_FORMATS, Settings, config_file, load_settings, with_overrides
 from proxy.context.cache import PathCache
 from proxy.errors import ConfigError, Conflict, StoreUnavailable
-from proxy.serving import run_app
 from proxy.events import EventBus
+from proxy.serving import run_app
 from proxy.sessions import Identity, tenant_of
 from proxy.sessions.view import session_view
 from proxy.store import EmbeddedRedis, EmbeddedServerError, SessionKeys, Store, running_server_url
