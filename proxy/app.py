@@ -2,13 +2,16 @@
 
 `create_app(settings)` does nothing at import time and is what both `serve` and the
 tests call. Resources start in registration order and stop in reverse: the
-(embedded) Redis server and its client, then the upstream session, then the turn
-service with its background compaction jobs. Shutdown drains the journal writes still
+(embedded) Redis server and its client, then the gateway (its keys, and the refusal
+to expose an upstream key to anyone), then the upstream sessions (one per route), then
+the turn service with its background compaction jobs. Shutdown drains the journal writes still
 running before the store closes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
@@ -20,18 +23,21 @@ from proxy.config import Settings
 from proxy.context.cache import PathCache
 from proxy.context.limits import ModelLimits
 from proxy.context.tokens import TokenCounter
+from proxy.errors import ConfigError
 from proxy.events import EventBus, log_event
-from proxy.handlers import chat, health, passthrough, session_list, sessions, ui
+from proxy.gateway import Gateway, exposure_problem
+from proxy.gateway.middleware import add_rate_headers, gateway_middleware
+from proxy.handlers import admin_keys, chat, health, passthrough, session_list, sessions, ui
 from proxy.handlers.access import access_middleware
 from proxy.handlers.middleware import error_middleware
-from proxy.keys import EMBEDDED, METRICS, SESSIONS, SETTINGS, STORE, TURN_CONTEXTS, TURNS, UPSTREAM
+from proxy.keys import EMBEDDED, GATEWAY, METRICS, ROUTES, SESSIONS, SETTINGS, STORE, TURN_CONTEXTS, TURNS
 from proxy.metrics import Metrics
 from proxy.store import EmbeddedRedis, Store
 from proxy.turn import PendingWrites, SessionAPI, TurnDeps, TurnService
 from proxy.turn.builder import Builders
 from proxy.turn.derived import DerivedSessions
 from proxy.turn.turn_context import TurnContexts
-from proxy.upstream import UpstreamClient
+from proxy.upstream import Routes
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
 
@@ -63,18 +69,26 @@ def _redis_ctx(writes: PendingWrites) -> CleanupContext:
     return redis_ctx
 
 
-async def _upstream_ctx(app: web.Application) -> AsyncIterator[None]:
-    up = app[SETTINGS].upstream
-    app[UPSTREAM] = UpstreamClient.create(
-        base_url=up.base_url,
-        api_key=up.api_key,
-        timeout_s=up.timeout_s,
-        read_timeout_s=up.read_timeout_s,
-        connect_timeout_s=up.connect_timeout_s,
-        max_connections=up.max_connections,
-    )
+async def _gateway_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    gateway = Gateway(settings, app[STORE])
+    await gateway.registry.refresh()
+    problem = exposure_problem(settings, keys_exist=gateway.registry.active)
+    if problem:
+        raise ConfigError(problem)
+    app[GATEWAY] = gateway
+    follower = asyncio.create_task(gateway.registry.follow())
     yield
-    await app[UPSTREAM].close()
+    follower.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await follower
+
+
+async def _upstream_ctx(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    app[ROUTES] = Routes.create(settings.upstream, settings.routes)
+    yield
+    await app[ROUTES].close()
 
 
 def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks, builders: Builders) -> CleanupContext:
@@ -86,7 +100,7 @@ def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks
         deps = TurnDeps(
             settings=settings,
             store=app[STORE],
-            upstream=app[UPSTREAM],
+            routes=app[ROUTES],
             tokens=TokenCounter(overrides),
             strategies=strategies,
             paths=PathCache(settings.server.cache_messages),
@@ -115,7 +129,7 @@ async def _stop_accepting(writes: PendingWrites) -> None:
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         client_max_size=int(settings.server.max_body_mb * 1024 * 1024),
-        middlewares=[access_middleware, error_middleware],
+        middlewares=[access_middleware, error_middleware, gateway_middleware],
         handler_args={"auto_decompress": False},  # bodies are decoded by handlers/encoding.py
     )
     app[SETTINGS] = settings
@@ -124,7 +138,10 @@ def create_app(settings: Settings) -> web.Application:
     hooks, builders = Hooks(settings.context.hooks), Builders(settings.context)  # so do hooks and builders
     writes = PendingWrites()
     app.on_shutdown.append(lambda _: _stop_accepting(writes))
-    app.cleanup_ctx.extend([_redis_ctx(writes), _upstream_ctx, _turns_ctx(writes, strategies, hooks, builders)])
+    app.cleanup_ctx.extend(
+        [_redis_ctx(writes), _gateway_ctx, _upstream_ctx, _turns_ctx(writes, strategies, hooks, builders)]
+    )
+    app.on_response_prepare.append(add_rate_headers)
 
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
@@ -142,6 +159,9 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_delete("/v1/sessions/{id}", sessions.delete_session)
     app.router.add_post("/v1/sessions/{id}/clear", sessions.clear_session)
     app.router.add_post("/v1/sessions/{id}/turns/{turn}/feedback", sessions.add_feedback)
+    app.router.add_get("/admin/keys", admin_keys.list_keys)
+    app.router.add_post("/admin/keys", admin_keys.create_key)
+    app.router.add_delete("/admin/keys/{name}", admin_keys.revoke_key)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough.passthrough)
     app.router.add_route("*", "/s/{session}/v1/{tail:.*}", passthrough.passthrough)
     return app

@@ -29,6 +29,8 @@ SPLITS = ("ratio", "recent-turns")
 MAX_PROMPT_BYTES = 2000
 HANDOFF_PROMPT = "About {n_remaining} tokens remain before this conversation is compacted. Note anything you must keep."
 LOG_FORMATS = ("text", "json")
+BUDGET_PERIODS = ("day", "month")
+KEY_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 Check = Callable[[Any], str | None]
 
@@ -82,6 +84,20 @@ def _prompt(value: Any) -> str | None:
 
 def _header_name(value: Any) -> str | None:
     return None if re.fullmatch(r"[A-Za-z0-9-]+", value) else f"must be an HTTP header name, got {value!r}"
+
+
+def key_name_problem(value: Any) -> str | None:
+    """Why a gateway key name is not allowed, or None: it becomes the tenant of the key's sessions."""
+    ok = isinstance(value, str) and KEY_NAME.fullmatch(value)
+    return None if ok else f"must be 1-64 characters of A-Z a-z 0-9 . _ -, got {value!r}"
+
+
+def _sha256_hex(value: Any) -> str | None:
+    return None if re.fullmatch(r"[0-9a-f]{64}", value) else "must be 64 lowercase hex digits (a sha256)"
+
+
+def _globs(value: Any) -> str | None:
+    return None if value else "must list at least one model glob"
 
 
 def _strategy(value: Any) -> str | None:
@@ -258,6 +274,8 @@ class ModelSettings:
     use_preferred: bool | None = None
     tools: ToolSettings | None = None
     handoff: HandoffSettings | None = None
+    fallbacks: tuple[str, ...] = ()
+    """Models to try, in order, when this one's upstream fails before anything was relayed."""
 
 
 @dataclass(frozen=True)
@@ -306,12 +324,47 @@ class ContextSettings:
 
 
 @dataclass(frozen=True)
+class GatewayKeySettings:
+    """A static gateway key; its name is the tenant of its sessions."""
+
+    name: str = _check(key_name_problem)
+    key: str | None = None
+    key_sha256: str | None = _check(_sha256_hex, None)
+    models: tuple[str, ...] | None = _check(_globs, None)
+    rpm: int | None = _check(_positive, None)
+    tpm: int | None = _check(_positive, None)
+    budget_tokens: int | None = _check(_positive, None)
+    budget_period: str = _check(_one_of(*BUDGET_PERIODS), "day")
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    keys: tuple[GatewayKeySettings, ...] = ()
+    admin_key: str = ""
+    allow_anonymous: bool = False
+
+
+@dataclass(frozen=True)
+class RouteSettings:
+    """Requests whose model matches one of `models` (shell-style globs) go to this upstream."""
+
+    models: tuple[str, ...] = _check(_globs)
+    base_url: str = _check(_url)
+    api_key: str = ""
+    timeout_s: float = _check(_positive, 600.0)
+    read_timeout_s: float = _check(_positive, 300.0)
+    connect_timeout_s: float = _check(_positive, 10.0)
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
     redis: RedisSettings = field(default_factory=RedisSettings)
     sessions: SessionSettings = field(default_factory=SessionSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
+    gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    routes: tuple[RouteSettings, ...] = ()
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -387,7 +440,21 @@ def settings_from_mapping(raw: Any) -> Settings:
                 f"context.compact.clear[{index}]: keep_recent, tool_filter and exempt_tools apply only to "
                 f"target tool-result, not {rule.target}"
             )
+    _check_gateway_keys(result.gateway.keys)
     return result
+
+
+def _check_gateway_keys(keys: tuple[GatewayKeySettings, ...]) -> None:
+    seen: set[str] = set()
+    for index, key in enumerate(keys):
+        path = f"gateway.keys[{index}]"
+        if (key.key is None) == (key.key_sha256 is None):
+            raise ConfigError(f"{path}: give exactly one of key and key_sha256")
+        if key.key is not None and not key.key.strip():
+            raise ConfigError(f"{path}.key: must not be empty")
+        if key.name in seen:
+            raise ConfigError(f"{path}.name: {key.name!r} is used by an earlier key")
+        seen.add(key.name)
 
 
 def _build(cls: type[Any], raw: Any, path: str) -> Any:
@@ -395,6 +462,10 @@ def _build(cls: type[Any], raw: Any, path: str) -> Any:
         raise ConfigError(f"{path or 'config'}: must be a mapping, got {_kind(raw)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name, spec in fields.items():
+        required = spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING
+        if required and name not in raw:
+            raise ConfigError(f"{path}.{name}: required")
     values: dict[str, Any] = {}
     for key, value in raw.items():
         key_path = f"{path}.{key}" if path else str(key)

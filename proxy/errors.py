@@ -47,6 +47,42 @@ class NotFound(ProxyError):
     code = "not_found"
 
 
+class InvalidApiKey(ProxyError):
+    """No gateway key, or one the gateway does not know."""
+
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class ModelNotAllowed(ProxyError):
+    """The gateway key's allow-list does not cover the requested model."""
+
+    status = 403
+    type = "invalid_request_error"
+    code = "model_not_allowed"
+
+
+class RateLimited(ProxyError):
+    """A gateway key's rpm or tpm is spent for the rolling minute; `type` says which."""
+
+    status = 429
+    type = "requests"
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.type = limit
+
+
+class QuotaExceeded(ProxyError):
+    """A gateway key's token budget is spent until its period turns."""
+
+    status = 429
+    type = "insufficient_quota"
+    code = "insufficient_quota"
+
+
 class PayloadTooLarge(ProxyError):
     """The request body is over `server.max_body_mb`."""
 
@@ -64,7 +100,8 @@ class ContextBuilderFailed(ProxyError):
 
 
 class Conflict(ProxyError):
-    """The session changed while the request was being applied; trying again may succeed."""
+    """The session changed while the request was being applied (trying again may succeed), or a
+    gateway key of that name exists or comes from the config."""
 
     status = 409
     type = "invalid_request_error"

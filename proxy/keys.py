@@ -5,19 +5,22 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.config import Settings
+from proxy.gateway import Admission, Gateway, Principal
 from proxy.metrics import Metrics
 from proxy.metrics_peers import MetricPeers
 from proxy.store import EmbeddedRedis, Store
 from proxy.turn import SessionAPI, TurnService
 from proxy.turn.facts import TurnFacts
 from proxy.turn.turn_context import TurnContexts
-from proxy.upstream import UpstreamClient
+from proxy.upstream import Routes
 
 SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", Store)
 EMBEDDED = web.AppKey("embedded", EmbeddedRedis)
 METRICS = web.AppKey("metrics", Metrics)
-UPSTREAM = web.AppKey("upstream", UpstreamClient)
+ROUTES = web.AppKey("routes", Routes)
+"""The upstream of each model: the first matching route, else `upstream`."""
+GATEWAY = web.AppKey("gateway", Gateway)
 TURNS = web.AppKey("turns", TurnService)
 SESSIONS = web.AppKey("sessions", SessionAPI)
 TURN_CONTEXTS = web.AppKey("turn_contexts", TurnContexts)
@@ -29,3 +32,7 @@ REQUEST_ID = web.RequestKey("request_id", str)
 """Set by the access middleware on every request; a managed turn journals it."""
 TURN_FACTS = web.RequestKey("turn_facts", TurnFacts)
 """Set by the chat handler once a managed turn is relayed; the access middleware logs it."""
+PRINCIPAL = web.RequestKey("principal", Principal)
+"""Who is calling (tenant, gateway key, what Authorization may go upstream), set by the gateway middleware."""
+ADMISSION = web.RequestKey("admission", Admission)
+RATE_HEADERS = web.RequestKey("rate_headers", dict[str, str])

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from proxy.context.tokens import request_overhead
+from proxy.gateway.middleware import admit, gate
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.request import parse_chat_request, read_body
-from proxy.keys import REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
-from proxy.sessions import requested_session, tenant_of
+from proxy.keys import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
+from proxy.sessions import requested_session
 from proxy.turn import STRATEGY_HEADER, Caller, ChatRequest
 from proxy.turn.forward import CHAT_PATH
 
@@ -24,14 +26,15 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     spec = turns.deps.strategies.spec_for(chat.model, request.headers.get(STRATEGY_HEADER))
     if spec is None:
         return await _pass_through(request, chat)
-    authorization = request.headers.get("Authorization")
+    principal = request[PRINCIPAL]
     session = requested_session(
         path_session=request.match_info.get("session"),
         header_session=request.headers.get(settings.sessions.header),
         header_name=settings.sessions.header,
     )
-    tenant = tenant_of(authorization, settings.upstream.api_key)
-    caller = Caller(tenant, session, authorization, request.headers, request[REQUEST_ID])
+    caller = Caller(
+        principal.tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID], gate(request)
+    )
     turn = await turns.begin(chat, caller, spec)
     response = await turn.relay(request)
     request[TURN_FACTS] = turn.facts()
@@ -40,8 +43,17 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def _pass_through(request: web.Request, chat: ChatRequest) -> web.StreamResponse:
     """`X-Context-Strategy: off`: the body goes as the client sent it; nothing is journaled."""
-    upstream = request.app[TURNS].deps.upstream
-    headers = upstream.headers_for(request.headers, session_header=request.app[SETTINGS].sessions.header)
+    deps, principal = request.app[TURNS].deps, request[PRINCIPAL]
+    if principal.key is not None:
+        encoder = await deps.tokens.encoder_for(chat.model)
+        prompt = sum(await deps.tokens.count_messages(encoder, chat.messages))
+        await admit(request, prompt + request_overhead(encoder, chat.body.get("tools")) + chat.max_output_tokens)
+    upstream = deps.routes.client_for(chat.model)
+    headers = upstream.headers_for(
+        request.headers,
+        session_header=deps.settings.sessions.header,
+        authorization=principal.upstream_authorization,
+    )
     headers.popall("Content-Encoding", None)  # chat.raw is the decoded body
     answer = await upstream.send("POST", CHAT_PATH, headers=headers, body=chat.raw, query=request.query)
     return await relay_raw(request, answer)

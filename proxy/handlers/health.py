@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.keys import METRICS, PEERS, STORE
+from proxy.keys import GATEWAY, METRICS, PEERS, STORE
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -25,8 +25,13 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     """This process's metrics; with several workers, the totals over all of them."""
-    text = request.app[METRICS].render()
+    text = exposition(request.app)
     peers = request.app.get(PEERS)
     if peers is not None:
         text = await peers.totals(text)
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+
+def exposition(app: web.Application) -> str:
+    """This process's own exposition: the proxy's metrics, then the gateway's."""
+    return app[METRICS].render() + app[GATEWAY].metrics.render()

@@ -1,23 +1,32 @@
 """Every `/v1/...` route the proxy does not manage: sent upstream as it is.
 
-Method, query, headers (less hop-by-hop ones) and body go out streamed; status,
-headers and body come back streamed, unchanged. The client's Authorization is kept;
-a client with none gets `upstream.api_key`.
+Method, query, headers (less hop-by-hop ones) and body go out streamed (a JSON body
+is read first: its `model` picks the route); status, headers and body come back
+streamed, unchanged. The client's Authorization is kept outside gateway mode; a client
+with none, and every client in gateway mode, gets the route's key.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.keys import SETTINGS, UPSTREAM
+from proxy.gateway.middleware import read_model
+from proxy.keys import PRINCIPAL, ROUTE_MODEL, ROUTES, SETTINGS
 from proxy.turn.relay import start_stream
 from proxy.upstream import UpstreamResponse
 
 
 async def passthrough(request: web.Request) -> web.StreamResponse:
-    upstream = request.app[UPSTREAM]
-    headers = upstream.headers_for(request.headers, session_header=request.app[SETTINGS].sessions.header)
-    body = request.content if request.body_exists else None
+    model, raw = await read_model(request)
+    if model is not None:
+        request[ROUTE_MODEL] = model
+    upstream = request.app[ROUTES].client_for(model)
+    headers = upstream.headers_for(
+        request.headers,
+        session_header=request.app[SETTINGS].sessions.header,
+        authorization=request[PRINCIPAL].upstream_authorization,
+    )
+    body = raw if raw is not None else request.content if request.body_exists else None
     answer = await upstream.send(
         request.method, "/v1/" + request.match_info["tail"], headers=headers, body=body, query=request.query
     )

@@ -1,4 +1,4 @@
-"""The session API's HTTP edge, scoped to the caller's own tenant (the hash of its key)."""
+"""The session API's HTTP edge, scoped to the caller's own tenant (its gateway key's name, else the hash of its key)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import orjson
 from aiohttp import web
 
 from proxy.errors import BadRequest
-from proxy.keys import SESSIONS, SETTINGS, TURN_CONTEXTS
-from proxy.sessions import Identity, tenant_of
+from proxy.keys import PRINCIPAL, SESSIONS, TURN_CONTEXTS
+from proxy.sessions import Identity
 from proxy.sessions.identity import validate_session_id
 from proxy.turn.turn_context import NEXT
 
@@ -16,8 +16,7 @@ DEFAULT_COUNT_MODEL = "gpt-4o-mini"
 
 def _identity(request: web.Request) -> Identity:
     session = validate_session_id(request.match_info["id"], "path")
-    tenant = tenant_of(request.headers.get("Authorization"), request.app[SETTINGS].upstream.api_key)
-    return Identity(tenant, session, derived=False)
+    return Identity(request[PRINCIPAL].tenant, session, derived=False)
 
 
 async def show_session(request: web.Request) -> web.Response:

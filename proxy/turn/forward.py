@@ -38,9 +38,10 @@ async def forward(
     client_headers: Mapping[str, str],
     *,
     session_header: str,
+    authorization: str | None,
 ) -> tuple[UpstreamResponse, float]:
     """Send the composed request; the answer (unread) and the seconds to its headers."""
-    headers = upstream.headers_for(client_headers, session_header=session_header)
+    headers = upstream.headers_for(client_headers, session_header=session_header, authorization=authorization)
     headers["Content-Type"] = "application/json"
     headers.popall("Content-Encoding", None)  # the body is re-serialized, unencoded
     headers["Accept-Encoding"] = "identity"

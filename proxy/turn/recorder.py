@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from proxy import tracing
 from proxy.context.tokens import Encoder, TokenCounter, count_message
+from proxy.gateway import Admission, settle
 from proxy.sessions import TurnDraft, message_hash
 from proxy.store import SessionKeys, Store
 from proxy.turn.derived import DerivedSessions
@@ -39,6 +40,7 @@ class TurnRecorder:
         ttl_s: int,
         derived: DerivedSessions | None,
         rounds: ToolRounds | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self._store = store
         self._writes = writes
@@ -51,6 +53,7 @@ class TurnRecorder:
         self._ttl_s = ttl_s
         self._derived = derived
         self._rounds = rounds
+        self._admission = admission
         self._recorded = False
         self.outcome: Outcome | None = None
         """The outcome the turn was journaled with, once it was."""
@@ -94,6 +97,7 @@ class TurnRecorder:
             ttl_s=self._ttl_s,
             usage=feedback,
         )
+        await settle(self._admission, outcome.status, outcome.usage)
         if self._derived is not None and outcome.status == "completed" and record["hashes"]:
             keys = self._keys
             await self._derived.record(keys.tenant, record["hashes"][-1], keys.session, ttl_s=self._ttl_s)

@@ -31,6 +31,7 @@ from proxy.context.limits import ModelLimits
 from proxy.context.tokens import Encoder, TokenCounter
 from proxy.context.window import archive_uri
 from proxy.events import EventBus, UpstreamAnswered, WindowLearned
+from proxy.gateway import Admission, Gate, no_gate
 from proxy.sessions import Identity, TurnDraft, message_hash
 from proxy.sessions.reconcile import split_leading
 from proxy.store import Store
@@ -49,7 +50,7 @@ from proxy.turn.relay import Outcome, StreamRelay, relay_json
 from proxy.turn.request import ChatRequest
 from proxy.turn.rounds import ToolRounds
 from proxy.types import Message
-from proxy.upstream import Answer, UpstreamClient, UpstreamResponse
+from proxy.upstream import Answer, Routes, UpstreamResponse
 
 log = logging.getLogger("context_proxy.turn")
 
@@ -62,7 +63,8 @@ class TurnDeps:
 
     settings: Settings
     store: Store
-    upstream: UpstreamClient
+    routes: Routes
+    """The upstream of each model (`routes`, else `upstream`)."""
     tokens: TokenCounter
     strategies: StrategyRegistry
     paths: PathCache
@@ -86,6 +88,8 @@ class Caller:
     headers: Mapping[str, str]
     """The client's request headers (forwarded upstream less hop-by-hop and the proxy's own)."""
     request_id: str
+    gate: Gate = no_gate
+    """Admits the turn against the caller's gateway key limits, once its prompt is counted."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,7 @@ class TurnService:
             overhead=self._tools.overhead(chat, encoder, window_id),
             strategy=strategy,
             summarizer=make_summarizer(
-                d.upstream,
+                d.routes.client_for(context.compression_model or chat.model),
                 model=context.compression_model or chat.model,
                 authorization=caller.authorization,
                 timeout_s=context.compression_timeout_s,
@@ -148,6 +152,7 @@ class TurnService:
             forced=await self._tools.forced(chat.model, conversation.keys, window_id),
         )
         plan, fitted, budget = await self._fit_under_budget(plan)
+        admission = await caller.gate(fitted.tokens + sum(plan.new_tokens) + plan.overhead + chat.max_output_tokens)
         answer, prepared = await self._forward(plan, fitted, budget)
         if fitted.result is None and await self._window_learned(plan, answer):
             answer.close()
@@ -155,13 +160,13 @@ class TurnService:
             plan, fitted, budget = await self._fit_under_budget(plan)
             answer, prepared = await self._forward(plan, fitted, budget)
         if not prepared.tools:
-            return ActiveTurn(self.deps, plan, fitted, budget, answer, prepared.extra_tokens)
+            return ActiveTurn(self.deps, plan, fitted, budget, answer, prepared.extra_tokens, admission=admission)
         sent = fitted.tokens + sum(plan.new_tokens) + prepared.extra_tokens
         rounds = self._tools.rounds(
             answer, prepared, send=partial(self._send, plan), keys=plan.conversation.keys, encoder=encoder,
             room=budget.context_window - budget.reserve - sent, request_id=caller.request_id,
         )  # fmt: skip
-        return ActiveTurn(self.deps, plan, fitted, budget, rounds, prepared.extra_tokens, rounds)
+        return ActiveTurn(self.deps, plan, fitted, budget, rounds, prepared.extra_tokens, rounds, admission=admission)
 
     async def _load(self, caller: Caller, messages: list[Message]) -> Conversation:
         """The named session, or the derived one the conversation continues, or a new one."""
@@ -295,7 +300,12 @@ class TurnService:
         d = self.deps
         with tracing.span("upstream", model=chat.model, stream=chat.stream) as span:
             answer, seconds = await forward(
-                d.upstream, chat, messages_json, plan.caller.headers, session_header=d.settings.sessions.header
+                d.routes.client_for(chat.model),
+                chat,
+                messages_json,
+                plan.caller.headers,
+                session_header=d.settings.sessions.header,
+                authorization=plan.caller.authorization,
             )
             span.set("http.response.status_code", answer.status)
         d.events.emit(UpstreamAnswered(CHAT_PATH, answer.status, seconds, plan.caller.request_id))
@@ -320,9 +330,10 @@ class ActiveTurn:
 
     def __init__(
         self, deps: TurnDeps, plan: _Plan, fitted: Fitted, budget: Budget, answer: Answer, extra_tokens: int = 0,
-        rounds: ToolRounds | None = None,
+        rounds: ToolRounds | None = None, admission: Admission | None = None,
     ) -> None:  # fmt: skip
         self._deps = deps
+        self._admission = admission
         self._plan = plan
         self._fitted = fitted
         self._budget = budget
@@ -404,6 +415,7 @@ class ActiveTurn:
             ttl_s=d.settings.sessions.ttl_s,
             derived=d.derived if plan.conversation.identity.derived else None,
             rounds=self._rounds,
+            admission=self._admission,
         )
 
     def _start_background(self) -> None:

@@ -2,10 +2,12 @@
 
 from proxy.upstream.answer import Answer
 from proxy.upstream.client import UpstreamClient, UpstreamResponse
+from proxy.upstream.routes import Routes
 from proxy.upstream.sse import SSEEvent, SSEParser, StreamAssembler, is_usage_only, parse_chunk
 
 __all__ = [
     "Answer",
+    "Routes",
     "SSEEvent",
     "SSEParser",
     "StreamAssembler",

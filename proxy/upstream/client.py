@@ -107,13 +107,22 @@ class UpstreamClient:
         """`/v1/models` -> `<base_url>/models` (base_url already ends in its version)."""
         return self._base + v1_path[len("/v1") :]
 
-    def headers_for(self, client_headers: Mapping[str, str], *, session_header: str) -> CIMultiDict[str]:
-        """Client headers less hop-by-hop and the proxy's own; the key if the client has none."""
-        skip = HOP_BY_HOP | _PROXY_HEADERS | {session_header.lower()}
+    def headers_for(
+        self, client_headers: Mapping[str, str], *, session_header: str, authorization: str | None
+    ) -> CIMultiDict[str]:
+        """Client headers less hop-by-hop and the proxy's own. Authorization is `authorization`
+        (the client's own, outside gateway mode) or else this upstream's key: the client's
+        header itself never goes through, so a gateway key cannot reach the upstream."""
+        skip = HOP_BY_HOP | _PROXY_HEADERS | {session_header.lower(), "authorization"}
         headers = CIMultiDict((k, v) for k, v in client_headers.items() if k.lower() not in skip)
-        if "Authorization" not in headers and self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+        self._authorize(headers, authorization)
         return headers
+
+    def _authorize(self, headers: CIMultiDict[str], authorization: str | None) -> None:
+        if authorization:
+            headers["Authorization"] = authorization
+        elif self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
 
     async def send(
         self,
@@ -143,10 +152,7 @@ class UpstreamClient:
     async def post_json(
         self, v1_path: str, body: bytes, *, authorization: str | None, timeout_s: float
     ) -> UpstreamResponse:
-        """A proxy-initiated call (a compression request), with the client's key."""
+        """A proxy-initiated call (a compression request), with the client's key outside gateway mode."""
         headers: CIMultiDict[str] = CIMultiDict({"Content-Type": "application/json", "Accept-Encoding": "identity"})
-        if authorization:
-            headers["Authorization"] = authorization
-        elif self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+        self._authorize(headers, authorization)
         return await self.send("POST", v1_path, headers=headers, body=body, timeout_s=timeout_s)

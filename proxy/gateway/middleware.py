@@ -1,0 +1,103 @@
+"""The gateway at the HTTP edge: who is calling, may they use this model, within their limits.
+
+`gateway_middleware` runs on every request under `/v1/` and `/s/` (health, metrics and
+the admin API are not guarded by it). It puts the `Principal` on the request, which is
+how handlers learn the tenant and which Authorization may go upstream. For a gateway
+key it checks the allow-list and admits the request; a managed chat turn is admitted by
+the turn itself, once its prompt is counted, through the `gate` it is handed. Whatever
+admitted a request, the middleware settles what the turn did not: an error keeps
+nothing, a pass-through keeps its reservation. `add_rate_headers` puts the key's
+rate-limit headers on every response, answers and errors alike.
+"""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from proxy.errors import ModelNotAllowed, ProxyError
+from proxy.gateway.limits import Admission, Gate
+from proxy.keys import ADMISSION, GATEWAY, PRINCIPAL, RATE_HEADERS
+
+_GUARDED = ("/v1/", "/s/")
+_TURN_ROUTES = frozenset({"/v1/chat/completions", "/s/{session}/v1/chat/completions"})
+
+
+@web.middleware
+async def gateway_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not request.path.startswith(_GUARDED):
+        return await handler(request)
+    principal = request.app[GATEWAY].identify(request.headers.get("Authorization"))
+    request[PRINCIPAL] = principal
+    if principal.key is None:
+        return await handler(request)
+    if principal.key.models is not None:
+        model, _ = await read_model(request)
+        if not principal.key.allows(model):
+            raise ModelNotAllowed(f"gateway key {principal.key.name!r} may not use the model {model!r}", param="model")
+    if not _admitted_by_turn(request):
+        await admit(request, 0)
+    try:
+        response = await handler(request)
+    except Exception:
+        await _settle(request, 0)
+        raise
+    await _settle(request, None)
+    return response
+
+
+async def admit(request: web.Request, tokens: int) -> Admission | None:
+    """Admit the request against its gateway key's limits, reserving `tokens`; once per request.
+
+    None for a caller without a gateway key. Over a limit or the budget: the 429 is
+    raised, its headers already on the request."""
+    principal = request[PRINCIPAL]
+    if principal.key is None or ADMISSION in request:
+        return request.get(ADMISSION)
+    headers, outcome = await request.app[GATEWAY].limiter.admit(principal.key, tokens)
+    request[RATE_HEADERS] = headers
+    if isinstance(outcome, ProxyError):
+        raise outcome
+    request[ADMISSION] = outcome
+    return outcome
+
+
+def gate(request: web.Request) -> Gate:
+    """`admit` for this request, as the turn package calls it (it knows no HTTP)."""
+
+    async def admit_request(tokens: int) -> Admission | None:
+        return await admit(request, tokens)
+
+    return admit_request
+
+
+async def add_rate_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """`on_response_prepare`: the key's rate-limit headers, on answers and errors alike."""
+    headers = request.get(RATE_HEADERS)
+    if headers:
+        response.headers.update(headers)
+
+
+async def read_model(request: web.Request) -> tuple[str | None, bytes | None]:
+    """For a JSON body: its `model` (when a string) and its bytes; else (None, None), the body unread."""
+    if not request.body_exists or request.content_type != "application/json":
+        return None, None
+    raw = await request.read()
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None, raw
+    model = body.get("model") if isinstance(body, dict) else None
+    return (model if isinstance(model, str) else None), raw
+
+
+def _admitted_by_turn(request: web.Request) -> bool:
+    resource = request.match_info.route.resource
+    return request.method == "POST" and resource is not None and resource.canonical in _TURN_ROUTES
+
+
+async def _settle(request: web.Request, actual: int | None) -> None:
+    admission = request.get(ADMISSION)
+    if admission is not None:
+        await admission.settle(actual)
