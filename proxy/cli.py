@@ -1,4 +1,4 @@
-"""Command line: `serve`, and the operators' `sessions` commands against the configured Redis."""
+"""Command line: `serve`, and the operators' `sessions` and `keys` commands against the configured Redis."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
@@ -17,8 +18,9 @@ from proxy import __version__, logs, tracing
 from proxy.app import create_app
 from proxy.config import LOG_FORMATS, Settings, config_file, load_settings, with_overrides
 from proxy.context.cache import PathCache
-from proxy.errors import ConfigError, Conflict, StoreUnavailable
+from proxy.errors import ConfigError, ProxyError
 from proxy.events import EventBus
+from proxy.gateway import Gateway
 from proxy.serving import run_app
 from proxy.sessions import Identity, tenant_of
 from proxy.sessions.view import session_view
@@ -55,7 +57,24 @@ def _parser() -> argparse.ArgumentParser:
         who = action.add_mutually_exclusive_group()
         who.add_argument("--tenant", help="tenant hash, as `sessions list` prints it")
         who.add_argument("--api-key", help="the client's API key (hashed, never stored)")
+    _add_keys_parser(commands)
     return parser
+
+
+def _add_keys_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    keys = commands.add_parser("keys", help="create, list or revoke gateway keys")
+    keys.add_argument("--config", dest="sub_config", help=argparse.SUPPRESS)
+    actions = keys.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="a new gateway key, printed once")
+    create.add_argument("name", help="1-64 of A-Z a-z 0-9 . _ -; the tenant of the key's sessions")
+    create.add_argument("--rpm", type=int, help="requests per rolling minute")
+    create.add_argument("--tpm", type=int, help="tokens per rolling minute")
+    create.add_argument("--budget-tokens", type=int, help="tokens per budget period")
+    create.add_argument("--budget-period", choices=("day", "month"), default="day")
+    create.add_argument("--models", nargs="+", metavar="GLOB", help="allow-list of model globs (default: any)")
+    actions.add_parser("list", help="every key with its limits and this period's usage (never a key)")
+    revoke = actions.add_parser("revoke", help="revoke a run-time key")
+    revoke.add_argument("name")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             source = str(config_file(config) or "(defaults)")
             return _serve(with_overrides(settings, host=args.host, port=args.port, workers=args.workers), source)
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        if args.command == "keys":
+            return asyncio.run(_keys(settings, args))
         return asyncio.run(_sessions(settings, args))
     except BrokenPipeError:
         # the reader left (`sessions list | head`): stop quietly, and let the exit flush go nowhere
@@ -77,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"context-proxy: {exc}", file=sys.stderr)
         return 2
-    except (EmbeddedServerError, StoreUnavailable, Conflict, OSError) as exc:
+    except (EmbeddedServerError, ProxyError, OSError) as exc:
         print(f"context-proxy: {exc}", file=sys.stderr)
         return 1
 
@@ -113,6 +134,37 @@ async def _store(settings: Settings) -> AsyncIterator[Store]:
         await store.close()
         if embedded is not None:
             await embedded.stop()
+
+
+async def _keys(settings: Settings, args: argparse.Namespace) -> int:
+    async with _store(settings) as store:
+        admin = Gateway(settings, store).admin
+        if args.action == "create":
+            flags = {"name": args.name, "models": args.models, "rpm": args.rpm, "tpm": args.tpm,
+                     "budget_tokens": args.budget_tokens, "budget_period": args.budget_period}  # fmt: skip
+            policy, secret = await admin.create({k: v for k, v in flags.items() if v is not None})
+            print(secret)
+            print(f"created gateway key {policy.name}; the key is shown this once", file=sys.stderr)
+        elif args.action == "revoke":
+            await admin.revoke(args.name)
+            print(f"revoked gateway key {args.name}")
+        else:
+            _print_keys(await admin.list())
+    return 0
+
+
+def _print_keys(rows: list[dict[str, Any]]) -> None:
+    print(
+        f"{'name':24} {'source':8} {'rpm':>6} {'tpm':>9} {'budget':>16} {'period':10} {'requests':>8} {'tokens':>10}  models"
+    )
+    for row in rows:
+        budget = f"{row['budget_tokens']}/{row['budget_period']}" if row["budget_tokens"] else "-"
+        usage = row["usage"][row["budget_period"]]
+        models = " ".join(row["models"]) if row["models"] is not None else "*"
+        print(
+            f"{row['name']:24} {row['source']:8} {row['rpm'] or '-':>6} {row['tpm'] or '-':>9} {budget:>16} "
+            f"{usage['period']:10} {usage['requests']:>8} {usage['tokens']:>10}  {models}"
+        )
 
 
 async def _sessions(settings: Settings, args: argparse.Namespace) -> int:

@@ -91,6 +91,8 @@ def error(status: int, message: str, type_: str, *, param: str | None = None, co
 class FakeOpenAI:
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    other_headers: list[dict[str, str]] = field(default_factory=list)
+    """Headers of the requests that were not chat completions (models, embeddings, echo)."""
     summaries: list[dict[str, Any]] = field(default_factory=list)
     fail_summaries: int = 0
     chunk_delay_s: float = 0.0
@@ -118,10 +120,12 @@ class FakeOpenAI:
         return total
 
     async def models(self, request: web.Request) -> web.Response:
+        self.other_headers.append(dict(request.headers))
         data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in MODELS]
         return web.json_response({"object": "list", "data": data})
 
     async def embeddings(self, request: web.Request) -> web.Response:
+        self.other_headers.append(dict(request.headers))
         body = await request.json()
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         data = [

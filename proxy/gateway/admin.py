@@ -1,7 +1,8 @@
 """Creating, listing and revoking gateway keys: one service for the CLI and `/admin/keys`.
 
 A created key's secret is returned once and only its hash is stored. Names are unique
-across the config and Redis; keys from the config are changed in the config.
+across the config and Redis; keys from the config are changed in the config. A change
+takes effect at once on the replica that made it, on the others at their next refresh.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from typing import Any
 from proxy.errors import Conflict, NotFound
 from proxy.gateway.limits import periods_at
 from proxy.gateway.policy import KeyPolicy, new_policy, new_secret
+from proxy.gateway.registry import KeyRegistry
 from proxy.store.gateway import GatewayStore
 from proxy.types import JSONObject
 
 
 class KeyAdmin:
-    def __init__(self, static: tuple[KeyPolicy, ...], store: GatewayStore, clock: Callable[[], float]) -> None:
-        self._static = {policy.name: policy for policy in static}
+    def __init__(self, registry: KeyRegistry, store: GatewayStore, clock: Callable[[], float]) -> None:
+        self._static = registry.static
+        self._registry = registry
         self._store = store
         self._clock = clock
 
@@ -30,6 +33,7 @@ class KeyAdmin:
         if policy.name in self._static or not await self._store.create_key(policy.name, policy.to_json()):
             where = "in the config" if policy.name in self._static else "in redis"
             raise Conflict(f"a gateway key named {policy.name!r} already exists ({where})", code="key_exists")
+        await self._registry.refresh()
         return policy, secret
 
     async def revoke(self, name: str) -> None:
@@ -37,6 +41,7 @@ class KeyAdmin:
             raise Conflict(f"gateway key {name!r} comes from the config file: remove it there", code="key_in_config")
         if not await self._store.revoke_key(name):
             raise NotFound(f"no gateway key named {name!r}")
+        await self._registry.refresh()
 
     async def list(self) -> list[JSONObject]:
         """Every key (config first, then run-time by name) with its limits and this day's and month's usage."""

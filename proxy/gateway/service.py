@@ -43,7 +43,7 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.registry = KeyRegistry(static, gateway_store)
         self.limiter = Limiter(gateway_store, self.metrics, time.time)
-        self.admin = KeyAdmin(static, gateway_store, time.time)
+        self.admin = KeyAdmin(self.registry, gateway_store, time.time)
 
     def identify(self, authorization: str | None) -> Principal:
         """The caller behind this Authorization header; 401 for a missing or unknown gateway key."""
