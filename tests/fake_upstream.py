@@ -137,6 +137,7 @@ class FakeOpenAI:
         return web.json_response({"object": "list", "data": data, "model": body["model"], "usage": usage})
 
     async def echo(self, request: web.Request) -> web.Response:
+        self.other_headers.append(dict(request.headers))
         body = await request.read()
         return web.json_response(
             {"method": request.method, "path": request.path, "query": dict(request.query), "size": len(body),

@@ -29,7 +29,9 @@ def gateway_settings(
 ) -> Settings:
     """The usual test settings (strategy full) plus a `gateway` section and `routes`."""
     keys = [{"name": "alice", "key": ALICE}, {"name": "bob", "key": BOB}] if keys is None else keys
-    extra = settings_from_mapping({"gateway": {"keys": keys, "admin_key": ADMIN_KEY, **gateway}, "routes": routes or []})
+    extra = settings_from_mapping(
+        {"gateway": {"keys": keys, "admin_key": ADMIN_KEY, **gateway}, "routes": routes or []}
+    )
     base = make_settings(redis_url, upstream_url, strategy="full")
     return dataclasses.replace(base, gateway=extra.gateway, routes=extra.routes)
 
@@ -44,14 +46,13 @@ async def second_fake(aiohttp_server: Callable[..., Awaitable[TestServer]]) -> F
 
 async def admin(method: str, url: str, *, key: str = ADMIN_KEY, json: Any = None) -> tuple[int, Any]:
     """One call to the admin API: (status, JSON body)."""
-    async with aiohttp.ClientSession() as http:
-        async with http.request(method, url, json=json, headers={"Authorization": f"Bearer {key}"}) as r:
-            return r.status, await r.json()
+    headers = {"Authorization": f"Bearer {key}"}
+    async with aiohttp.ClientSession() as http, http.request(method, url, json=json, headers=headers) as r:
+        return r.status, await r.json()
 
 
 async def call(method: str, url: str, *, key: str | None, json: Any = None) -> tuple[int, Any, dict[str, str]]:
     """One raw HTTP call: (status, JSON body, response headers)."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with aiohttp.ClientSession() as http:
-        async with http.request(method, url, json=json, headers=headers) as r:
-            return r.status, await r.json(), dict(r.headers)
+    async with aiohttp.ClientSession() as http, http.request(method, url, json=json, headers=headers) as r:
+        return r.status, await r.json(), dict(r.headers)

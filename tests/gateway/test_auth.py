@@ -6,6 +6,7 @@ import aiohttp
 import openai
 import pytest
 
+from proxy.gateway.policy import hash_secret
 from tests.conftest import Proxy, ProxyFactory
 from tests.fake_upstream import FakeOpenAI
 from tests.gateway.conftest import ALICE, BOB, admin, call, gateway_settings
@@ -16,7 +17,7 @@ HI = [{"role": "user", "content": "hi"}]
 @pytest.fixture
 async def gateway(start_proxy: ProxyFactory, fake: FakeOpenAI, flushed_redis: str) -> Proxy:
     keys = [
-        {"name": "alice", "key": ALICE},
+        {"name": "alice", "key_sha256": hash_secret(ALICE)},
         {"name": "bob", "key": BOB, "models": ["gpt-4o-mini", "text-embedding-*"]},
     ]
     return await start_proxy(gateway_settings(flushed_redis, fake.url, keys=keys))  # type: ignore[attr-defined]
@@ -44,7 +45,11 @@ async def test_every_guarded_route_answers_401_without_a_key_and_health_stays_op
                          ("GET", "/v1/models"), ("GET", "/s/s1/v1/echo/x"), ("GET", "/v1/sessions/s1"),
                          ("DELETE", "/v1/sessions/s1")):  # fmt: skip
         status, body, _ = await call(method, gateway.url + path, key=None, json={"model": "gpt-4o-mini"})
-        assert (status, body["error"]["code"], body["error"]["type"]) == (401, "invalid_api_key", "invalid_request_error")
+        assert (status, body["error"]["code"], body["error"]["type"]) == (
+            401,
+            "invalid_api_key",
+            "invalid_request_error",
+        )
     async with aiohttp.ClientSession() as http:
         for path in ("/healthz", "/readyz", "/metrics"):
             async with http.get(gateway.url + path) as r:

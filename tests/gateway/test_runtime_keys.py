@@ -99,8 +99,10 @@ async def test_cli_creates_lists_and_revokes(
     secret = out.strip()
     assert code == 0 and secret.startswith("cp-")
     await _until_status(replicas[0].url + "/v1/models", secret, 200)
-    await replicas[0].client(secret).chat.completions.create(
-        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+    await (
+        replicas[0]
+        .client(secret)
+        .chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
     )
     code, out, _ = await cli("list")
     frank = next(line for line in out.splitlines() if line.startswith("frank"))
