@@ -30,4 +30,6 @@ USER 10001:10001
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
   CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status != 200)"]
+# Listening on all interfaces: with an upstream key and no gateway key, `serve` refuses to
+# start (create one with `context-proxy keys create NAME`, or set CONTEXT_PROXY_ALLOW_ANONYMOUS=true).
 CMD ["context-proxy", "serve", "--host", "0.0.0.0", "--port", "8080"]

@@ -33,9 +33,10 @@ async def test_rpm_holds_in_total_across_two_replicas(
     start_proxy: ProxyFactory, fake: FakeOpenAI, flushed_redis: str
 ) -> None:
     proxies = await replicas(start_proxy, fake, flushed_redis, rpm=30)
+    clients = [proxy.client("sk-team") for proxy in proxies]
 
     async def one(n: int) -> Any:
-        client = proxies[n % 2].client("sk-team")
+        client = clients[n % 2]
         try:
             return await client.chat.completions.with_raw_response.create(
                 model="gpt-4o-mini", messages=[{"role": "user", "content": f"request {n}"}]
