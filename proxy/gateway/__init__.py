@@ -6,6 +6,6 @@ directly; this package's surface is what the rest of the proxy uses by value.
 
 from proxy.gateway.limits import Admission, Gate, no_gate, settle
 from proxy.gateway.policy import KeyPolicy
-from proxy.gateway.service import Principal, Gateway, exposure_problem
+from proxy.gateway.service import Gateway, Principal, exposure_problem
 
 __all__ = ["Admission", "Gate", "Gateway", "KeyPolicy", "Principal", "exposure_problem", "no_gate", "settle"]

@@ -2,11 +2,12 @@
 
 identify (the HTTP edge) -> load and reconcile (the request's system block apart from its
 conversation; a derived session found by the conversation) -> count the new input -> fit under
-budget (maybe compact, and land it; forced when the model called `new_context`) -> compose
-(with the proxy's context tools and the handoff notice, `context_tools.py`) -> forward (once
-more, compacted, if the upstream names a smaller window than assumed) -> relay (through the
-proxy's tool rounds when its tools were offered) -> record the turn (feeding its usage back)
--> background work. `TurnDeps` is built once at start-up; nothing here
+budget (maybe compact, and land it; forced when the model called `new_context`) -> admit
+(the caller's gateway limits) -> compose (with the proxy's context tools and the handoff
+notice, `context_tools.py`) -> forward (once more, compacted, if the upstream names a smaller
+window than assumed; then, while it fails before answering, the model's fallbacks, each
+re-fitted to its own window) -> relay (through the proxy's tool rounds when its tools were
+offered) -> record the turn (feeding its usage back) -> background work. `TurnDeps` is built once at start-up; nothing here
 reaches into the application, so a second entry point (a session API call, a job)
 reuses the same steps.
 """
@@ -25,12 +26,13 @@ from proxy.compaction import BackgroundJobs, Fitted, Landing, fit, make_summariz
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer, server_params, without_server
 from proxy.config import Settings
-from proxy.context.budget import Budget, make_budget
+from proxy.context.budget import Budget, ContextTooLarge, make_budget
 from proxy.context.cache import PathCache
 from proxy.context.limits import ModelLimits
 from proxy.context.tokens import Encoder, TokenCounter
 from proxy.context.window import archive_uri
-from proxy.events import EventBus, UpstreamAnswered, WindowLearned
+from proxy.errors import UpstreamTimeout, UpstreamUnavailable
+from proxy.events import EventBus, FallbackUsed, UpstreamAnswered, WindowLearned
 from proxy.gateway import Admission, Gate, no_gate
 from proxy.sessions import Identity, TurnDraft, message_hash
 from proxy.sessions.reconcile import split_leading
@@ -42,6 +44,7 @@ from proxy.turn.context_tools import ContextTools, Prepared
 from proxy.turn.conversation import Conversation, load_conversation
 from proxy.turn.derived import DerivedSessions, new_session_id
 from proxy.turn.facts import TurnFacts, fitting
+from proxy.turn.fallback import Attempt, discard, fallback_reason, for_model
 from proxy.turn.forward import CHAT_PATH, forward, refusal_message
 from proxy.turn.pending import PendingWrites
 from proxy.turn.projection import sent_history, sent_input
@@ -125,7 +128,6 @@ class TurnService:
             span.set("session", conversation.identity.session)
         encoder = await d.tokens.encoder_for(chat.model)
         conversation, system = await self._with_request_system(conversation, leading, encoder)
-        context = d.settings.context
         strategy = d.strategies.build(spec, chat.model)
         params = server_params(strategy)
         if params:
@@ -139,12 +141,7 @@ class TurnService:
             new_tokens=await d.tokens.count_messages(encoder, conversation.reconciled.new_input),
             overhead=self._tools.overhead(chat, encoder, window_id),
             strategy=strategy,
-            summarizer=make_summarizer(
-                d.routes.client_for(context.compression_model or chat.model),
-                model=context.compression_model or chat.model,
-                authorization=caller.authorization,
-                timeout_s=context.compression_timeout_s,
-            ),
+            summarizer=self._summarizer(chat.model, caller),
             landing=Landing(
                 d.store, conversation.keys, d.events, d.settings.sessions.ttl_s, caller.request_id, hooks=d.hooks
             ),
@@ -153,20 +150,74 @@ class TurnService:
         )
         plan, fitted, budget = await self._fit_under_budget(plan)
         admission = await caller.gate(fitted.tokens + sum(plan.new_tokens) + plan.overhead + chat.max_output_tokens)
-        answer, prepared = await self._forward(plan, fitted, budget)
-        if fitted.result is None and await self._window_learned(plan, answer):
-            answer.close()
+        attempt, prepared = await self._forward(plan, fitted, budget)
+        if (
+            isinstance(attempt, UpstreamResponse)
+            and fitted.result is None
+            and await self._window_learned(plan, attempt)
+        ):
+            attempt.close()
             plan = replace(plan, strategy=without_server(plan.strategy))  # server(x): x compacts now
             plan, fitted, budget = await self._fit_under_budget(plan)
-            answer, prepared = await self._forward(plan, fitted, budget)
+            attempt, prepared = await self._forward(plan, fitted, budget)
+        plan, fitted, budget, (attempt, prepared) = await self._fall_back(plan, fitted, budget, (attempt, prepared))
+        if not isinstance(attempt, UpstreamResponse):
+            raise attempt
+        answer = attempt
         if not prepared.tools:
             return ActiveTurn(self.deps, plan, fitted, budget, answer, prepared.extra_tokens, admission=admission)
         sent = fitted.tokens + sum(plan.new_tokens) + prepared.extra_tokens
         rounds = self._tools.rounds(
-            answer, prepared, send=partial(self._send, plan), keys=plan.conversation.keys, encoder=encoder,
+            answer, prepared, send=partial(self._send, plan), keys=plan.conversation.keys, encoder=plan.encoder,
             room=budget.context_window - budget.reserve - sent, request_id=caller.request_id,
         )  # fmt: skip
         return ActiveTurn(self.deps, plan, fitted, budget, rounds, prepared.extra_tokens, rounds, admission=admission)
+
+    async def _fall_back(
+        self, plan: _Plan, fitted: Fitted, budget: Budget, sent: tuple[Attempt, Prepared]
+    ) -> tuple[_Plan, Fitted, Budget, tuple[Attempt, Prepared]]:
+        """The model's `fallbacks`, in order, while the last attempt calls for one; each is
+        re-fitted to its own window first (compacted with the session's strategy if the
+        context does not fit it). A fallback whose window cannot hold the turn is skipped."""
+        requested = plan
+        for model in self.deps.settings.context.for_model(requested.chat.model).fallbacks:
+            reason = fallback_reason(sent[0])
+            if reason is None:
+                break
+            try:
+                retry, retry_fitted, retry_budget = await self._fit_under_budget(await self._retarget(requested, model))
+            except ContextTooLarge:
+                continue
+            discard(sent[0])
+            self.deps.events.emit(FallbackUsed(requested.chat.model, model, reason, requested.caller.request_id))
+            plan, fitted, budget = retry, retry_fitted, retry_budget
+            sent = await self._forward(plan, fitted, budget)
+        return plan, fitted, budget, sent
+
+    async def _retarget(self, plan: _Plan, model: str) -> _Plan:
+        """The plan for a fallback model: its request, encoder, counts and compression model."""
+        d = self.deps
+        chat = for_model(plan.chat, model)
+        encoder = await d.tokens.encoder_for(model)
+        return replace(
+            plan,
+            chat=chat,
+            encoder=encoder,
+            new_tokens=await d.tokens.count_messages(encoder, plan.conversation.reconciled.new_input),
+            overhead=self._tools.overhead(chat, encoder, plan.conversation.stored_window.current),
+            strategy=without_server(plan.strategy),
+            summarizer=self._summarizer(model, plan.caller),
+        )
+
+    def _summarizer(self, model: str, caller: Caller) -> Summarizer:
+        context = self.deps.settings.context
+        compression_model = context.compression_model or model
+        return make_summarizer(
+            self.deps.routes.client_for(compression_model),
+            model=compression_model,
+            authorization=caller.authorization,
+            timeout_s=context.compression_timeout_s,
+        )
 
     async def _load(self, caller: Caller, messages: list[Message]) -> Conversation:
         """The named session, or the derived one the conversation continues, or a new one."""
@@ -285,7 +336,8 @@ class TurnService:
             calibration=self.deps.tokens.calibration(model, plan.encoder),
         )
 
-    async def _forward(self, plan: _Plan, fitted: Fitted, budget: Budget) -> tuple[UpstreamResponse, Prepared]:
+    async def _forward(self, plan: _Plan, fitted: Fitted, budget: Budget) -> tuple[Attempt, Prepared]:
+        """Compose and send; an upstream that cannot be reached in time is an attempt too (fallbacks follow it)."""
         conversation, strategy = plan.conversation, plan.strategy
         compacts = server_params(strategy) is None and strategy.name != "full"  # else no handoff notice
         prepared = await self._tools.prepare(
@@ -294,7 +346,10 @@ class TurnService:
             new_tokens=sum(plan.new_tokens),
             usage=conversation.usage, overhead=plan.overhead, request_id=plan.caller.request_id,
         )  # fmt: skip
-        return await self._send(plan, prepared.chat, prepared.messages_json), prepared
+        try:
+            return await self._send(plan, prepared.chat, prepared.messages_json), prepared
+        except (UpstreamUnavailable, UpstreamTimeout) as exc:
+            return exc, prepared
 
     async def _send(self, plan: _Plan, chat: ChatRequest, messages_json: bytes) -> UpstreamResponse:
         d = self.deps
