@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.store.connection import mapped, mapped_pipeline
 from proxy.store.gateway_keys import REGISTRY, REGISTRY_VERSION, GatewayKeys
-from proxy.store.redis_store import Store, _mapped, _Script
+from proxy.store.redis_store import Store
+from proxy.store.scripts import Script
 
 _DAY_TTL_S = 40 * 86400
 _MONTH_TTL_S = 400 * 86400
@@ -57,16 +59,16 @@ class GatewayStore:
 
     def __init__(self, store: Store) -> None:
         self._redis = store._redis
-        self._admit = _Script(self._redis, "gateway_admit")
-        self._settle = _Script(self._redis, "gateway_settle")
-        self._register = _Script(self._redis, "gateway_register")
+        self._admit = Script(self._redis, "gateway_admit")
+        self._settle = Script(self._redis, "gateway_settle")
+        self._register = Script(self._redis, "gateway_register")
 
     async def admit(
         self, name: str, *, rpm: int, tpm: int, reserve: int, budget: int, period: str, periods: Periods, member: str
     ) -> Verdict:
         keys = GatewayKeys(name)
         args: list[str | int] = [rpm, tpm, reserve, budget, period, member, _DAY_TTL_S, _MONTH_TTL_S]
-        with _mapped():
+        with mapped():
             raw = await self._admit(
                 keys=[keys.rpm, keys.tpm, keys.day(periods.day), keys.month(periods.month)], args=args
             )
@@ -86,40 +88,39 @@ class GatewayStore:
     async def settle(self, name: str, *, second: int, periods: Periods, delta: int) -> None:
         """Correct an admission's reservation by `delta` tokens (actual - reserved)."""
         keys = GatewayKeys(name)
-        with _mapped():
+        with mapped():
             await self._settle(keys=[keys.tpm, keys.day(periods.day), keys.month(periods.month)], args=[second, delta])
 
     async def create_key(self, name: str, policy: bytes) -> bool:
         """Register a run-time key; False when the name is taken."""
-        with _mapped():
+        with mapped():
             return bool(await self._register(keys=[REGISTRY, REGISTRY_VERSION], args=["create", name, policy]))
 
     async def revoke_key(self, name: str) -> bool:
         """Forget a run-time key; False when there was none of that name."""
-        with _mapped():
+        with mapped():
             return bool(await self._register(keys=[REGISTRY, REGISTRY_VERSION], args=["revoke", name]))
 
     async def registry_version(self) -> int:
-        with _mapped():
+        with mapped():
             return int(await self._redis.get(REGISTRY_VERSION) or 0)
 
     async def read_registry(self) -> tuple[int, dict[str, bytes]]:
-        """The version and every run-time key's policy JSON, read together."""
-        with _mapped():
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.get(REGISTRY_VERSION)
-                pipe.hgetall(REGISTRY)
-                version, entries = await pipe.execute()
+        """The version and every run-time key's policy JSON, in that order: a change landing
+        in between is read with the older version, so the next refresh reads it again."""
+        async with mapped_pipeline(self._redis), self._redis.pipeline(transaction=False) as pipe:
+            pipe.get(REGISTRY_VERSION)
+            pipe.hgetall(REGISTRY)
+            version, entries = await pipe.execute()
         return int(version or 0), {k.decode(): v for k, v in entries.items()}
 
     async def usage(self, names: list[str], periods: Periods) -> dict[str, tuple[Usage, Usage]]:
         """(this day's, this month's) usage of each key."""
-        with _mapped():
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for name in names:
-                    pipe.hgetall(GatewayKeys(name).day(periods.day))
-                    pipe.hgetall(GatewayKeys(name).month(periods.month))
-                raw = await pipe.execute()
+        async with mapped_pipeline(self._redis), self._redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(GatewayKeys(name).day(periods.day))
+                pipe.hgetall(GatewayKeys(name).month(periods.month))
+            raw = await pipe.execute()
         return {name: (_usage(raw[2 * i]), _usage(raw[2 * i + 1])) for i, name in enumerate(names)}
 
 
