@@ -9,8 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.errors import BadRequest
-from proxy.keys import SESSIONS, SETTINGS
-from proxy.sessions import tenant_of
+from proxy.keys import PRINCIPAL, SESSIONS
 from proxy.sessions.identity import validate_session_id
 
 DEFAULT_LIMIT = 20
@@ -30,8 +29,7 @@ async def list_sessions(request: web.Request) -> web.Response:
     after = request.query.get("after")
     if after is not None:
         validate_session_id(after, "after")
-    tenant = tenant_of(request.headers.get("Authorization"), request.app[SETTINGS].upstream.api_key)
-    listing = await request.app[SESSIONS].listing(tenant, after=after, limit=limit)
+    listing = await request.app[SESSIONS].listing(request[PRINCIPAL].tenant, after=after, limit=limit)
     if listing is None:
         raise BadRequest(f"after: no session {after!r} for this API key", param="after")
     return web.json_response(listing)

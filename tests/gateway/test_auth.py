@@ -74,6 +74,9 @@ async def test_tenant_is_the_key_name_so_a_rotated_key_keeps_its_sessions(
     assert status == 401, "the revoked secret no longer works"
     status, session, _ = await call("GET", proxy.url + "/v1/sessions/plans", key=rotated["key"])
     assert status == 200 and len(session["turns"]) == 1
+    status, listed, _ = await call("GET", proxy.url + "/v1/sessions", key=rotated["key"])
+    assert status == 200 and [s["id"] for s in listed["data"]] == ["plans"]
+    assert (await call("GET", proxy.url + "/v1/sessions", key=ALICE))[1]["data"] == []
     new = proxy.client(rotated["key"], default_headers={"X-Session-Id": "plans"})
     await new.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "and now?"}])
     assert [m["content"] for m in fake.chats[-1]["messages"] if m["role"] == "user"] == ["remember 42", "and now?"]
