@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from proxy.events import Event, FallbackUsed
+from proxy.metrics import escape
 
 
 class GatewayMetrics:
@@ -35,20 +36,22 @@ class GatewayMetrics:
             "# TYPE context_proxy_gateway_requests_total counter",
         ]
         lines += [
-            f'context_proxy_gateway_requests_total{{key="{key}",outcome="{outcome}"}} {n}'
+            f'context_proxy_gateway_requests_total{{key="{escape(key)}",outcome="{outcome}"}} {n}'
             for (key, outcome), n in sorted(self.requests.items())
         ]
         lines += [
             "# HELP context_proxy_gateway_tokens_total Tokens (prompt + completion) by gateway key.",
             "# TYPE context_proxy_gateway_tokens_total counter",
         ]
-        lines += [f'context_proxy_gateway_tokens_total{{key="{key}"}} {n}' for key, n in sorted(self.tokens.items())]
+        lines += [
+            f'context_proxy_gateway_tokens_total{{key="{escape(key)}"}} {n}' for key, n in sorted(self.tokens.items())
+        ]
         lines += [
             "# HELP context_proxy_fallbacks_total Turns sent to a fallback model, by model, fallback and reason.",
             "# TYPE context_proxy_fallbacks_total counter",
         ]
         lines += [
-            f'context_proxy_fallbacks_total{{model="{model}",fallback="{fallback}",reason="{reason}"}} {n}'
+            f'context_proxy_fallbacks_total{{model="{escape(model)}",fallback="{escape(fallback)}",reason="{reason}"}} {n}'
             for (model, fallback, reason), n in sorted(self.fallbacks.items())
         ]
         return "\n".join(lines) + "\n"
