@@ -22,8 +22,9 @@ from aiohttp import web
 
 from proxy.app import CleanupContext, create_app
 from proxy.config import Settings
-from proxy.errors import StoreUnavailable
-from proxy.keys import METRICS, PEERS
+from proxy.errors import ConfigError, StoreUnavailable
+from proxy.handlers.health import exposition
+from proxy.keys import PEERS
 from proxy.metrics_peers import MetricPeers
 from proxy.serving import run_app
 
@@ -49,7 +50,7 @@ def run_worker(settings: Settings, sockets: Sequence[socket.socket], slot: Slot)
     app.cleanup_ctx.extend([_private_metrics, _watch_supervisor(slot.lifeline)])
     try:
         run_app(app, settings, sockets=sockets, on_listening=lambda: _announce(slot.ready))
-    except (StoreUnavailable, OSError) as exc:
+    except (StoreUnavailable, ConfigError, OSError) as exc:
         print(f"context-proxy: worker {slot.index}: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -57,7 +58,7 @@ def run_worker(settings: Settings, sockets: Sequence[socket.socket], slot: Slot)
 
 async def _private_metrics(app: web.Application) -> AsyncIterator[None]:
     peers = app[PEERS]
-    server = await peers.serve(app[METRICS].render)
+    server = await peers.serve(lambda: exposition(app))
     yield
     server.close()
     await server.wait_closed()
