@@ -4,9 +4,11 @@
 `SessionAPI` answers the session endpoints from the same store and caches.
 """
 
+from proxy.turn.active import STRATEGY_HEADER, ActiveTurn
 from proxy.turn.pending import PendingWrites
+from proxy.turn.plan import Caller, TurnDeps
 from proxy.turn.request import ChatRequest
-from proxy.turn.service import STRATEGY_HEADER, ActiveTurn, Caller, TurnDeps, TurnService
+from proxy.turn.service import TurnService
 from proxy.turn.session_api import SessionAPI, SessionNotFound
 
 __all__ = [

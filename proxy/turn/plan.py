@@ -1,0 +1,80 @@
+"""What a turn is given: its dependencies (`TurnDeps`, built once at start-up), its caller
+(`Caller`, as the HTTP edge identified it) and its plan (`Plan`, what the budget,
+compaction and forward steps of one request need)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from proxy.compaction import BackgroundJobs, Landing
+from proxy.compaction.hooks import Hooks
+from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer
+from proxy.config import Settings
+from proxy.context.cache import PathCache
+from proxy.context.limits import ModelLimits
+from proxy.context.tokens import Encoder, TokenCounter
+from proxy.events import EventBus
+from proxy.gateway import Gate, no_gate
+from proxy.store import Store
+from proxy.turn.builder import Builders
+from proxy.turn.conversation import Conversation
+from proxy.turn.derived import DerivedSessions
+from proxy.turn.pending import PendingWrites
+from proxy.turn.request import ChatRequest
+from proxy.types import Message
+from proxy.upstream import Routes
+
+
+@dataclass(frozen=True)
+class TurnDeps:
+    """Everything a turn touches, built once at start-up."""
+
+    settings: Settings
+    store: Store
+    routes: Routes
+    """The upstream of each model (`routes`, else `upstream`)."""
+    tokens: TokenCounter
+    strategies: StrategyRegistry
+    paths: PathCache
+    limits: ModelLimits
+    writes: PendingWrites
+    jobs: BackgroundJobs
+    events: EventBus
+    derived: DerivedSessions
+    hooks: Hooks | None = None
+    builders: Builders | None = None
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks, as the HTTP edge identified them."""
+
+    tenant: str
+    session: str | None
+    """The session the caller named; None: found (or started) from the conversation."""
+    authorization: str | None
+    headers: Mapping[str, str]
+    """The client's request headers (forwarded upstream less hop-by-hop and the proxy's own)."""
+    request_id: str
+    gate: Gate = no_gate
+    """Admits the turn against the caller's gateway key limits, once its prompt is counted."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the budget and compaction steps of one turn need."""
+
+    chat: ChatRequest
+    caller: Caller
+    conversation: Conversation
+    encoder: Encoder
+    new_tokens: list[int]
+    overhead: int
+    strategy: Strategy
+    summarizer: Summarizer
+    landing: Landing
+    system: tuple[list[Message], list[int]] | None
+    """The request's own leading block and its token counts, when it differs from the session's."""
+    forced: bool
+    """The model asked for a new context (`new_context`): compact whatever the budget says."""
