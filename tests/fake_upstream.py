@@ -249,7 +249,7 @@ class FakeOpenAI:
             content = "Noted: the next message starts in a new context window."
         else:
             seen = sum(1 for m in messages if m.get("role") == "user")
-            reply = uuid.uuid4().hex[:6]  # a real model never answers two conversations byte for byte alike
+            reply = f"{uuid.uuid4().int % 1_000_000:06d}"  # never two answers alike; always 2 tokens long
             content = f"Answer {seen}: I read {len(messages)} messages; you said: {last[:60]} (reply {reply})"
         if body["model"] in THINKS_ALOUD:
             content = f"<think>The user wrote {len(last)} characters; answer plainly.</think>\n{content}"
