@@ -18,7 +18,8 @@ from aiohttp.typedefs import Handler
 
 from proxy.errors import ModelNotAllowed, ProxyError
 from proxy.gateway.limits import Admission, Gate
-from proxy.keys import ADMISSION, GATEWAY, PRINCIPAL, RATE_HEADERS
+from proxy.handlers.encoding import decode_body
+from proxy.keys import ADMISSION, GATEWAY, PRINCIPAL, RATE_HEADERS, SETTINGS
 
 _GUARDED = ("/v1/", "/s/")
 _TURN_ROUTES = frozenset({"/v1/chat/completions", "/s/{session}/v1/chat/completions"})
@@ -32,11 +33,16 @@ async def gateway_middleware(request: web.Request, handler: Handler) -> web.Stre
     request[PRINCIPAL] = principal
     if principal.key is None:
         return await handler(request)
-    if principal.key.models is not None:
-        model, _ = await read_model(request)
-        if not principal.key.allows(model):
-            raise ModelNotAllowed(f"gateway key {principal.key.name!r} may not use the model {model!r}", param="model")
-    if not _admitted_by_turn(request):
+    turn = _admitted_by_turn(request)
+    if principal.key.models is not None and not turn:  # a turn checks the model it parsed (`check_model`)
+        model, raw = await read_model(request)
+        if model is None and raw is not None and _encoded(request):
+            raise ModelNotAllowed(
+                f"gateway key {principal.key.name!r} has a model allow-list, and this body's encoding hides its model",
+                param="model",
+            )
+        check_model(request, model)
+    if not turn:
         await admit(request, 0)
     try:
         response = await handler(request)
@@ -79,17 +85,30 @@ async def add_rate_headers(request: web.Request, response: web.StreamResponse) -
         response.headers.update(headers)
 
 
+def check_model(request: web.Request, model: str | None) -> None:
+    """Refuse a model outside the caller's gateway key's allow-list (403 `model_not_allowed`)."""
+    key = request[PRINCIPAL].key
+    if key is not None and not key.allows(model):
+        raise ModelNotAllowed(f"gateway key {key.name!r} may not use the model {model!r}", param="model")
+
+
 async def read_model(request: web.Request) -> tuple[str | None, bytes | None]:
-    """For a JSON body: its `model` (when a string) and its bytes; else (None, None), the body unread."""
+    """For a JSON body: its `model` (when a string; read through a gzip or deflate
+    Content-Encoding) and its bytes as they came; else (None, None), the body unread."""
     if not request.body_exists or request.content_type != "application/json":
         return None, None
     raw = await request.read()
+    limit = int(request.app[SETTINGS].server.max_body_mb * 1024 * 1024)
     try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        body = orjson.loads(decode_body(raw, request.headers.get("Content-Encoding"), limit))
+    except (orjson.JSONDecodeError, ProxyError):
         return None, raw
     model = body.get("model") if isinstance(body, dict) else None
     return (model if isinstance(model, str) else None), raw
+
+
+def _encoded(request: web.Request) -> bool:
+    return request.headers.get("Content-Encoding", "identity").strip().lower() != "identity"
 
 
 def _admitted_by_turn(request: web.Request) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.context.tokens import request_overhead
-from proxy.gateway.middleware import admit, gate
+from proxy.gateway.middleware import admit, check_model, gate
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.request import parse_chat_request, read_body
 from proxy.keys import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
@@ -23,6 +23,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     settings, turns = request.app[SETTINGS], request.app[TURNS]
     chat = parse_chat_request(await read_body(request, int(settings.server.max_body_mb * 1024 * 1024)))
     request[ROUTE_MODEL] = chat.model
+    check_model(request, chat.model)
     spec = turns.deps.strategies.spec_for(chat.model, request.headers.get(STRATEGY_HEADER))
     if spec is None:
         return await _pass_through(request, chat)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
+
 import aiohttp
 import openai
+import orjson
 import pytest
 
 from proxy.gateway.policy import hash_secret
@@ -109,3 +112,17 @@ async def test_anonymous_callers_when_allowed(start_proxy: ProxyFactory, fake: F
 async def test_without_gateway_keys_clients_use_their_own_keys_as_before(proxy: Proxy) -> None:
     await proxy.client("sk-own").chat.completions.create(model="gpt-4o-mini", messages=HI)
     assert proxy.fake.headers[-1]["Authorization"] == "Bearer sk-own"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings"])
+async def test_an_encoded_body_does_not_hide_its_model_from_the_allow_list(gateway: Proxy, path: str) -> None:
+    body = {"model": "gpt-4o", "messages": HI} if "chat" in path else {"model": "other-embedding", "input": "x"}
+    headers = {"Authorization": f"Bearer {BOB}", "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    async with aiohttp.ClientSession() as http:
+        compressed = gzip.compress(orjson.dumps(body))
+        async with http.post(gateway.url + path, data=compressed, headers=headers) as r:
+            assert r.status == 403 and (await r.json())["error"]["code"] == "model_not_allowed"
+        headers["Content-Encoding"] = "br"  # one the proxy cannot read: refused, not waved through
+        async with http.post(gateway.url + path, data=b"\x8b\x00opaque", headers=headers) as r:
+            assert r.status in (403, 415) and r.status != 200
+    assert gateway.fake.received == []
