@@ -22,6 +22,11 @@ from proxy.keys import TURNS
 from proxy.store import EmbeddedRedis
 from tests.fake_upstream import FakeOpenAI
 
+SHUTDOWN_TIMEOUT_S = 5.0
+"""How long a test server waits for handlers still running when the test ends (aiohttp's default,
+60 s, is pytest-timeout's whole budget: a handler left behind by an abandoned SDK client then
+turns a passing test into a teardown timeout)."""
+
 TEST_MODELS = ("gpt-4o-mini", "gpt-4o", "tiny-model", "small-model")
 
 
@@ -36,7 +41,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 async def fake(aiohttp_server: Callable[..., Awaitable[TestServer]]) -> FakeOpenAI:
     fake = FakeOpenAI()
-    server = await aiohttp_server(fake.app())
+    server = await aiohttp_server(fake.app(), shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     fake.url = str(server.make_url("/v1"))  # type: ignore[attr-defined]
     return fake
 
@@ -102,7 +107,7 @@ async def start_proxy(
     async def start(settings: Settings | None = None, **context: Any) -> Proxy:
         settings = on_store(settings or make_settings(flushed_redis, fake.url, **context))  # type: ignore[attr-defined]
         app = create_app(settings)
-        server = await aiohttp_server(app)
+        server = await aiohttp_server(app, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         return Proxy(str(server.make_url("")).rstrip("/"), app, fake)
 
     return start

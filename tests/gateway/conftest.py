@@ -11,7 +11,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from proxy.config import Settings, settings_from_mapping
-from tests.conftest import make_settings
+from tests.conftest import SHUTDOWN_TIMEOUT_S, make_settings
 from tests.fake_upstream import FakeOpenAI
 
 ADMIN_KEY = "adm-test-secret"
@@ -39,7 +39,7 @@ def gateway_settings(
 @pytest.fixture
 async def second_fake(aiohttp_server: Callable[..., Awaitable[TestServer]]) -> FakeOpenAI:
     fake = FakeOpenAI()
-    server = await aiohttp_server(fake.app())
+    server = await aiohttp_server(fake.app(), shutdown_timeout=SHUTDOWN_TIMEOUT_S)
     fake.url = str(server.make_url("/v1"))  # type: ignore[attr-defined]
     return fake
 
