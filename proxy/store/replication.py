@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import ConnectionError, NoScriptError
 
 from proxy.errors import StoreUnavailable
 from proxy.store.connection import Client
@@ -37,7 +37,10 @@ async def write_confirmed(
         async with client.pipeline(transaction=False) as pipe:
             pipe.execute_command(*script.command(keys, args))
             pipe.execute_command("WAIT", replicas, timeout_ms, **({"target_nodes": node} if node else {}))
-            written, acked = await pipe.execute(raise_on_error=False)
+            try:
+                written, acked = await pipe.execute(raise_on_error=False)
+            except AttributeError as exc:  # redis-py: a connection torn down mid-failover has no writer
+                raise ConnectionError(f"{what}: the connection to the primary was lost") from exc
         if isinstance(written, NoScriptError) and attempt == 1:
             await script.load()
             continue
