@@ -1,12 +1,15 @@
 """`python -m bench [--quick]`: the proxy against the upstream directly, in one run.
 
 Targets, run interleaved round after round so machine noise hits all alike:
-  (a) direct to the upstream          (b) a bare aiohttp relay (the floor)
+  (a) direct to the upstream          (b) a bare aiohttp relay
+  (g) the floor relay: parse, one script before and one after (bench/floor.py)
   (c) proxy, X-Context-Strategy: off  (d) proxy, delta client, 50-turn sessions
   (e) proxy, full-history client, 50 turns
   (f) streaming, 20 chunks: direct (f-a) and through the proxy (f-d)
-at concurrency 1 and 32; medians over rounds. Then per-turn proxy CPU at 10, 100
-and 1,000 turns of history, and the proxy's RSS idle and under c=64.
+at concurrency 1 and 32; medians over rounds, with each process's CPU per request (the
+serving process and the Redis server apart). Then per-turn proxy CPU at 10, 100 and
+1,000 turns of history, RSS idle and under c=64, and issue 15's targets, each with its
+figure.
 
 `python -m bench --workers N [--quick]` runs only the comparison of one worker with N
 workers instead (bench/workers.py).
@@ -17,8 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,47 +29,13 @@ from pathlib import Path
 import aiohttp
 import psutil
 
-from bench.common import HEADERS, chat_body, free_port, stop_all, wait_up
+from bench.common import HEADERS, chat_body
 from bench.load import Result, run_load
+from bench.procs import Processes, cpu_ns
+from bench.report import Growth, growth_table, table, targets
 from bench.sessions import history, populate, user_message
 from bench.workers import compare_workers
 from proxy.store import Store, running_server_url
-
-
-class Processes:
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.up_port, self.relay_port, self.proxy_port = free_port(), free_port(), free_port()
-        self.children: list[subprocess.Popen[bytes]] = []
-
-    def start(self) -> None:
-        up = f"http://127.0.0.1:{self.up_port}"
-        config = self.workdir / "bench.yaml"
-        config.write_text(
-            f"server:\n  port: {self.proxy_port}\nupstream:\n  base_url: {up}/v1\n"
-            f"redis:\n  url: embedded\n  data_dir: {self.workdir / 'data'}\n"
-        )
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        for args in (
-            ["-m", "bench.upstream", "--port", str(self.up_port)],
-            ["-m", "bench.relay", "--port", str(self.relay_port), "--upstream", up],
-            ["-m", "proxy", "serve", "--config", str(config)],
-        ):
-            self.children.append(
-                subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            )
-
-    def cpu_ns(self) -> int:
-        """The proxy's main thread's CPU run time (schedstat: nanoseconds, not 10 ms ticks)."""
-        with open(f"/proc/{self.children[2].pid}/schedstat") as handle:
-            return int(handle.read().split()[0])
-
-    @property
-    def proxy(self) -> psutil.Process:
-        return psutil.Process(self.children[2].pid)
-
-    def stop(self) -> None:
-        stop_all(self.children)
 
 
 class Bench:
@@ -99,6 +66,11 @@ class Bench:
         return {
             "a direct": (self.url(p.up_port), lambda i: (one, HEADERS), False),
             "b bare relay": (self.url(p.relay_port), lambda i: (one, HEADERS), False),
+            "g floor relay": (
+                self.url(p.floor_port),
+                lambda i: (chat_body([user_message(1000 + i)]), {**HEADERS, "X-Session-Id": pool[i % len(pool)]}),
+                False,
+            ),
             "c proxy off": (self.url(p.proxy_port), lambda i: (one, {**HEADERS, "X-Context-Strategy": "off"}), False),
             "d proxy delta 50": (
                 self.url(p.proxy_port),
@@ -131,8 +103,9 @@ class Bench:
                 pool = await self.fresh_pool(50, self.pool_size)
                 for name, (url, factory, stream) in self.targets(pool).items():
                     result = await run_load(
-                        url, factory, concurrency=concurrency, duration=self.duration, warmup=self.warmup, stream=stream
-                    )
+                        url, factory, concurrency=concurrency, duration=self.duration, warmup=self.warmup,
+                        stream=stream, meter=self.procs.cpu,
+                    )  # fmt: skip
                     results.setdefault((name, concurrency), []).append(result)
                     print(
                         f"  round {round_no + 1} c={concurrency:<2} {name:18} {result.throughput:8.0f} req/s  errors={result.errors}",
@@ -140,10 +113,10 @@ class Bench:
                     )
         return results
 
-    async def cpu_growth(self) -> dict[tuple[int, bool], float]:
-        """Median per-turn CPU for each (history depth, full-history?) over interleaved rounds."""
+    async def cpu_growth(self) -> Growth:
+        """Per-turn proxy CPU for each (history depth, full-history?), one sample per interleaved round."""
         rounds, count = (3, 15) if self.quick else (5, 40)
-        samples: dict[tuple[int, bool], list[float]] = {}
+        samples: Growth = {}
         pools = {depth: await self.fresh_pool(depth, rounds * count * 2) for depth in (10, 100, 1000)}
         for round_no in range(rounds):
             for depth, pool in pools.items():
@@ -153,15 +126,16 @@ class Bench:
                     samples.setdefault((depth, full_history), []).append(
                         await self.cpu_per_turn(depth, sessions, full_history=full_history)
                     )
-        return {key: statistics.median(values) for key, values in samples.items()}
+        return samples
 
     async def cpu_per_turn(self, depth: int, pool: list[str], *, full_history: bool) -> float:
         """Proxy CPU of one more turn in an ongoing conversation that has `depth` turns.
 
         Each session takes one turn unmeasured (its first after a restart), then one
-        measured; CPU is the proxy's main thread's run time, in nanoseconds."""
+        measured; CPU is the proxy process's run time, in nanoseconds."""
         count = len(pool)
         conversation = history(depth)
+        proxy = self.procs.pid("proxy")
         total = 0
         async with aiohttp.ClientSession() as http:
             for i, session in enumerate(pool):
@@ -169,7 +143,7 @@ class Bench:
                     messages = (
                         [*conversation, user_message(5000 + i)] if full_history else [user_message(5000 + i + step)]
                     )
-                    before = self.procs.cpu_ns()
+                    before = cpu_ns(proxy)
                     async with http.post(
                         self.url(self.procs.proxy_port),
                         data=chat_body(messages),
@@ -178,73 +152,34 @@ class Bench:
                         await r.read()
                         assert r.status == 200, await r.text()
                     if step:
-                        total += self.procs.cpu_ns() - before
+                        total += cpu_ns(proxy) - before
         return total / count / 1e6
 
     async def idle_rss(self) -> float:
         """RSS after start and one request (the tokenizer loaded), before any load."""
         async with aiohttp.ClientSession() as http:
             await http.post(self.url(self.procs.proxy_port), data=chat_body([user_message(0)]), headers=HEADERS)
-        return float(self.procs.proxy.memory_info().rss / 2**20)
+        return self.procs.rss_mb("proxy")
 
-    async def peak_rss(self) -> float:
-        proxy = self.procs.proxy
-        peak = proxy.memory_info().rss / 2**20
+    async def peak_rss(self) -> dict[str, float]:
+        """Peak RSS of the proxy and of its embedded server under c=64 delta clients."""
+        peak = {name: self.procs.rss_mb(name) for name in ("proxy", "redis")}
         pool = await self.fresh_pool(50, self.pool_size)
         url, factory, _ = self.targets(pool)["d proxy delta 50"]
         task = asyncio.create_task(run_load(url, factory, concurrency=64, duration=self.duration * 2, warmup=0.2))
         while not task.done():
-            peak = max(peak, proxy.memory_info().rss / 2**20)
+            peak = {name: max(peak[name], self.procs.rss_mb(name)) for name in peak}
             await asyncio.sleep(0.05)
         await task
-        return float(peak)
-
-
-def median(results: list[Result], fn: Callable[[Result], float]) -> float:
-    return statistics.median(fn(r) for r in results)
-
-
-def table(results: dict[tuple[str, int], list[Result]]) -> str:
-    lines = [
-        "| scenario | c | req/s | p50 ms | p99 ms | req/s vs a | req/s vs b | p50 +ms vs a | p99 +ms vs a | TTFB p50 ms | TTFB p99 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for concurrency in (1, 32):
-        a = results[("a direct", concurrency)]
-        b = results[("b bare relay", concurrency)]
-        a_rps, b_rps = median(a, lambda r: r.throughput), median(b, lambda r: r.throughput)
-        a50, a99 = median(a, lambda r: r.percentile(50)), median(a, lambda r: r.percentile(99))
-        sa = results[("f-a stream direct", concurrency)]
-        for (name, c), runs in results.items():
-            if c != concurrency:
-                continue
-            rps = median(runs, lambda r: r.throughput)
-            p50, p99 = median(runs, lambda r: r.percentile(50)), median(runs, lambda r: r.percentile(99))
-            ref50, ref99 = (a50, a99)
-            if name.startswith("f-"):
-                ref50, ref99 = median(sa, lambda r: r.percentile(50)), median(sa, lambda r: r.percentile(99))
-            ttfb = ("", "")
-            if name.startswith("f-"):
-                ttfb = (
-                    f"{median(runs, lambda r: r.percentile(50, 'ttfb')) * 1000:.2f}",
-                    f"{median(runs, lambda r: r.percentile(99, 'ttfb')) * 1000:.2f}",
-                )
-            lines.append(
-                f"| {name} | {c} | {rps:.0f} | {p50 * 1000:.2f} | {p99 * 1000:.2f} | {rps / a_rps:.2f} | {rps / b_rps:.2f} "
-                f"| {(p50 - ref50) * 1000:+.2f} | {(p99 - ref99) * 1000:+.2f} | {ttfb[0]} | {ttfb[1]} |"
-            )
-    return "\n".join(lines)
+        return peak
 
 
 async def main_async(quick: bool, rounds: int, pool: int) -> None:
     with tempfile.TemporaryDirectory(prefix="cpbench") as tmp:
         procs = Processes(Path(tmp))
-        procs.start()
         try:
-            for port in (procs.up_port, procs.relay_port):
-                await wait_up(f"http://127.0.0.1:{port}/v1/models")
-            await wait_up(f"http://127.0.0.1:{procs.proxy_port}/healthz")
-            url = running_server_url(Path(tmp) / "data")
+            await procs.start()
+            url = running_server_url(procs.data_dir)
             assert url, "the proxy's embedded redis is not running"
             store = await Store.connect(url)
             bench = Bench(procs, store, url, quick=quick, pool_size=pool)
@@ -253,20 +188,17 @@ async def main_async(quick: bool, rounds: int, pool: int) -> None:
             print(
                 f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Python {sys.version.split()[0]}"
             )
-            print(f"(d), (e), (f-d): a fresh pool of {pool} sessions of 50 turns per round and concurrency")
+            print(f"(d), (e), (f-d), (g): a fresh pool of {pool} sessions of 50 turns per round and concurrency")
             results = await bench.rounds(rounds)
             print("\n" + table(results))
             peak = await bench.peak_rss()
             print(
-                f"\nProxy RSS: idle after start {idle:.0f} MB; under c=64 (delta clients, {pool} sessions) {peak:.0f} MB"
+                f"\nRSS: proxy idle after start {idle:.0f} MB; under c=64 (delta clients, {pool} sessions) "
+                f"proxy {peak['proxy']:.0f} MB, embedded server {peak['redis']:.0f} MB"
             )
-            print("\nPer-turn proxy CPU (main thread CPU time, ms per request; median of interleaved rounds):")
-            print("| history | delta client | full-history client |\n|---|---|---|")
             growth = await bench.cpu_growth()
-            for depth in (10, 100, 1000):
-                print(f"| {depth} turns | {growth[depth, False]:.2f} | {growth[depth, True]:.2f} |")
-            ratios = (growth[1000, False] / growth[10, False], growth[1000, True] / growth[10, True])
-            print(f"| ratio 1000/10 | {ratios[0]:.2f} | {ratios[1]:.2f} |")
+            print("\n" + growth_table(growth))
+            print("\n" + targets(results, growth, peak))
             print(f"(run took {time.time() - started:.0f} s)")
             await store.close()
         finally:

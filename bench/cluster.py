@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.__main__ import HEADERS, chat_body, free_port, wait_up
+from bench.common import HEADERS, chat_body, free_port, wait_up
 from bench.load import Result, run_load
 from bench.sessions import TENANT, user_message
 from proxy.store import SessionKeys, Store

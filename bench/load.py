@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 import aiohttp
 
 RequestFactory = Callable[[int], tuple[bytes, dict[str, str]]]
+CpuMeter = Callable[[], dict[str, int]]
+"""Cumulative CPU nanoseconds by process name (see `bench.procs.cpu_ns`)."""
 
 
 @dataclass
@@ -18,6 +20,8 @@ class Result:
     ttfb: list[float] = field(default_factory=list)
     errors: int = 0
     seconds: float = 0.0
+    cpu_ms: dict[str, float] = field(default_factory=dict)
+    """CPU per measured request, ms, by process (when a meter was given)."""
 
     @property
     def throughput(self) -> float:
@@ -31,9 +35,18 @@ class Result:
 
 
 async def run_load(
-    url: str, make_request: RequestFactory, *, concurrency: int, duration: float, warmup: float, stream: bool = False
+    url: str,
+    make_request: RequestFactory,
+    *,
+    concurrency: int,
+    duration: float,
+    warmup: float,
+    stream: bool = False,
+    meter: CpuMeter | None = None,
 ) -> Result:
+    """Requests that complete after the warm-up are measured; so is CPU, from then to the end."""
     result = Result()
+    cpu_from: dict[str, int] = {}
     counter = 0
     connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
     async with aiohttp.ClientSession(connector=connector) as http:
@@ -41,6 +54,8 @@ async def run_load(
         start = loop.time()
         measure_from = start + warmup
         stop = measure_from + duration
+        if meter is not None:
+            loop.call_at(measure_from, lambda: cpu_from.update(meter()))
 
         async def worker() -> None:
             nonlocal counter
@@ -72,4 +87,8 @@ async def run_load(
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         result.seconds = duration
+        if meter is not None and cpu_from and result.latencies:
+            cpu_to = meter()
+            count = len(result.latencies) + result.errors
+            result.cpu_ms = {name: (cpu_to[name] - cpu_from[name]) / count / 1e6 for name in cpu_to}
     return result

@@ -1,0 +1,81 @@
+"""The benchmark's processes: the fake upstream, the two relays, the proxy and its Redis.
+
+CPU is read per process from `/proc/<pid>/task/*/schedstat` (nanoseconds of run time,
+every thread: the proxy's tokenizer threads, the server's I/O threads), so each process
+is reported apart: the proxy's own cost is never mixed with its embedded server's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from bench.common import free_port, stop_all, wait_up
+
+
+def cpu_ns(pid: int) -> int:
+    """Run time of every thread of the process, in nanoseconds (threads that ended are lost)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as handle:
+                total += int(handle.read().split()[0])
+        except FileNotFoundError:
+            continue
+    return total
+
+
+class Processes:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.up_port, self.relay_port, self.floor_port, self.proxy_port = (free_port() for _ in range(4))
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.redis_pid = 0
+
+    @property
+    def upstream(self) -> str:
+        return f"http://127.0.0.1:{self.up_port}"
+
+    async def start(self) -> None:
+        """Upstream, bare relay and proxy; then the floor relay on the proxy's embedded server."""
+        config = self.workdir / "bench.yaml"
+        config.write_text(
+            f"server:\n  port: {self.proxy_port}\nupstream:\n  base_url: {self.upstream}/v1\n"
+            f"redis:\n  url: embedded\n  data_dir: {self.data_dir}\n"
+        )
+        self._spawn("upstream", "bench.upstream", "--port", str(self.up_port))
+        self._spawn("relay", "bench.relay", "--port", str(self.relay_port), "--upstream", self.upstream)
+        self._spawn("proxy", "proxy", "serve", "--config", str(config))
+        await wait_up(f"{self.upstream}/v1/models")
+        await wait_up(f"http://127.0.0.1:{self.proxy_port}/healthz")
+        self.redis_pid = int((self.data_dir / "redis.pid").read_text().strip())
+        sock = str(self.data_dir / "redis.sock")
+        self._spawn("floor", "bench.floor", "--port", str(self.floor_port), "--upstream", self.upstream, "--sock", sock)
+        await wait_up(f"http://127.0.0.1:{self.floor_port}/v1/models")
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    def _spawn(self, name: str, module: str, *args: str) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.children[name] = subprocess.Popen(
+            [sys.executable, "-m", module, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def pid(self, name: str) -> int:
+        return self.redis_pid if name == "redis" else self.children[name].pid
+
+    def cpu(self) -> dict[str, int]:
+        """Cumulative CPU ns of each process (a `bench.load.CpuMeter`)."""
+        return {name: cpu_ns(self.pid(name)) for name in ("upstream", "relay", "floor", "proxy", "redis")}
+
+    def rss_mb(self, name: str) -> float:
+        return float(psutil.Process(self.pid(name)).memory_info().rss / 2**20)
+
+    def stop(self) -> None:
+        stop_all(list(self.children.values()))
