@@ -18,6 +18,7 @@ from proxy.turn import ChatRequest
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _NEEDS_CONTENT = ("system", "developer", "user", "tool")
+_PLAIN_ROLES = frozenset(("system", "developer", "user", "assistant"))
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
@@ -46,7 +47,8 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
             "'messages' must be a non-empty array of message objects", param="messages", code="invalid_type"
         )
     for index, message in enumerate(messages):
-        _check_message(message, f"messages[{index}]")
+        if not _plain(message):
+            _check_message(message, f"messages[{index}]")
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):
         raise BadRequest("'stream' must be a boolean", param="stream", code="invalid_type")
@@ -59,6 +61,16 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
             raise BadRequest(f"'{key}' must be a positive integer", param=key, code="invalid_type")
     include_usage = bool(stream and options and options.get("include_usage") is True)
     return ChatRequest(body, raw, model, messages, bool(stream), include_usage)
+
+
+def _plain(message: Any) -> bool:
+    """A role and a text content, nothing else: valid without the full check (most messages)."""
+    return (
+        type(message) is dict
+        and len(message) == 2
+        and type(message.get("content")) is str
+        and message.get("role") in _PLAIN_ROLES
+    )
 
 
 def _check_message(message: Any, where: str) -> None:

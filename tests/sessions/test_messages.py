@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from proxy.sessions import chain_hashes, digest, message_hash, wire
+from proxy.sessions import messages as messages_module
+from proxy.types import Message
 
 
 def test_response_only_fields_and_pinned_do_not_change_identity() -> None:
@@ -51,9 +55,20 @@ def test_digest_reuses_the_shared_prefix_and_matches_a_fresh_digest() -> None:
     ]
     second = [*first, {"role": "user", "content": "c"}]
     edited = [first[0], {"role": "user", "content": "A"}, *second[2:]]
+    longer_last = [*first[:2], {"role": "assistant", "content": "bc"}]  # same bytes up to `b`, then more
     previous = digest(first)
-    for messages in (second, edited, first[:1], []):
+    for messages in (second, edited, longer_last, first[:1], []):
         assert digest(messages, previous) == digest(messages)
+
+
+def test_digest_hashes_only_what_follows_the_resent_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    previous = digest(first)
+    hashed: list[Message] = []
+    real = messages_module.message_hash
+    monkeypatch.setattr(messages_module, "message_hash", lambda m: hashed.append(m) or real(m))
+    digest([*first, {"role": "user", "content": "c"}], previous)
+    assert hashed == [{"role": "user", "content": "c"}]
 
 
 def test_tool_calls_are_the_same_whatever_the_formatting_of_their_arguments() -> None:
