@@ -4,6 +4,8 @@ Turns and their parent links never change once written, so a cached path stays e
 for as long as the session's window is the same: the store is asked only for the
 turns after the cached head (`load_context.lua` checks that the head is on the path
 and the window unchanged). Any other case is a full load that replaces the entry.
+A turn this process journaled extends the entry it was composed from (`extend`), so
+the next turn of an ongoing conversation is told only that nothing is new.
 Every replica keeps its own cache; Redis stays the only source of truth.
 Bounded by the number of cached messages (`server.cache_messages`, about 0.8 KB
 each), least recently used first out; 0 turns the cache off.
@@ -12,11 +14,11 @@ each), least recently used first out; 0 turns the cache off.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from proxy.context.compose import History
+from proxy.context.compose import History, extend_history
 from proxy.context.window import Window
-from proxy.sessions import Digests
+from proxy.sessions import Digests, Turn
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,13 @@ class PathCache:
         while self._total > self._max:
             oldest = next(iter(self._entries))
             self.discard(oldest)
+
+    def extend(self, key: tuple[str, str], parent: int, turn: Turn) -> None:
+        """A completed turn journaled on `parent`: the entry whose head that is now ends at the turn."""
+        entry = self._entries.get(key)
+        if entry is None or entry.head != parent or not turn.completed:
+            return
+        self.put(key, replace(entry, head=turn.seq, history=extend_history(entry.history, [turn])))
 
     def discard(self, key: tuple[str, str]) -> None:
         if self._entries.pop(key, None) is not None:

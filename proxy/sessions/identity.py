@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from proxy.errors import BadRequest
 
@@ -25,9 +26,11 @@ class Identity:
     derived: bool
 
 
+@lru_cache(maxsize=4096)
 def tenant_of(authorization: str | None, fallback_key: str) -> str:
     """sha256 of the caller's credential (the bearer key, or the whole header when it is
-    not a bearer one), else of the configured key; 32 hex characters for key names."""
+    not a bearer one), else of the configured key; 32 hex characters for key names.
+    Remembered for the few thousand most recent credentials (a team has few keys)."""
     key = fallback_key
     if authorization:
         key = authorization[7:].strip() if authorization.lower().startswith("bearer ") else authorization

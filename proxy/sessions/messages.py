@@ -86,43 +86,61 @@ _COMMA, _CLOSE = b","[0], b"]"[0]
 
 @dataclass(frozen=True)
 class Digests:
-    """A request's content hashes and chain hashes, with a cheap fingerprint of the whole."""
+    """A request's content hashes and chain hashes, with cheap fingerprints of its prefixes."""
 
-    end: int
-    """The length of the messages' serialized form without its closing bracket."""
-    fingerprint: int
-    """`hash()` of that serialized form up to `end`."""
     hashes: list[str]
     chain: list[str]
+    prefixes: tuple[tuple[int, int, int], ...] = ()
+    """(message count, byte length, `hash()`) of the serialized form without its closing
+    bracket, for all the messages and for all but the last."""
 
 
 def digest(messages: list[Message], previous: Digests | None = None) -> Digests:
-    """Hash `messages`, reusing `previous` when they start with exactly its messages.
+    """Hash `messages`, reusing `previous` for the messages they resend.
 
-    A full-history client re-sends what it sent last time plus a little: when the
-    serialized form of this request starts with that of the last one, byte for byte and
-    ending on a message boundary, the resent messages are not hashed again (one
-    serializer call and one `hash()` instead of a canonical hash per message).
+    A full-history client re-sends what it sent last time plus a little (or all of it but
+    its last message, edited or asked again): when the serialized form of this request
+    starts with that of the last one's messages, byte for byte and ending on a message
+    boundary, those messages are not hashed again (one serializer call and a `hash()`
+    instead of a canonical hash per message). Anything else is hashed afresh.
     """
     serialized = orjson.dumps(messages)
-    end = len(serialized) - 1
-    fingerprint = hash(serialized[:end])
-    if previous is None or not previous.hashes or not _starts_with(serialized, previous):
+    reuse = _resent(serialized, previous)
+    if reuse == 0:
         hashes = [message_hash(m) for m in messages]
-        return Digests(end, fingerprint, hashes, chain_hashes(hashes))
-    reuse = len(previous.hashes)
-    fresh = [message_hash(m) for m in messages[reuse:]]
-    chain = previous.chain[:]
-    last = chain[-1]
-    for h in fresh:
-        last = chain_step(last, h)
-        chain.append(last)
-    return Digests(end, fingerprint, previous.hashes + fresh, chain)
+        chain = chain_hashes(hashes)
+    else:
+        assert previous is not None
+        hashes = previous.hashes[:reuse]
+        chain = previous.chain[:reuse]
+        last = chain[-1]
+        for message in messages[reuse:]:
+            hashes.append(message_hash(message))
+            last = chain_step(last, hashes[-1])
+            chain.append(last)
+    return Digests(hashes, chain, _prefixes(messages, serialized))
 
 
-def _starts_with(serialized: bytes, previous: Digests) -> bool:
-    at = previous.end
-    return len(serialized) > at and serialized[at] in (_COMMA, _CLOSE) and hash(serialized[:at]) == previous.fingerprint
+def _prefixes(messages: list[Message], serialized: bytes) -> tuple[tuple[int, int, int], ...]:
+    end = len(serialized) - 1
+    out = [(len(messages), end, hash(serialized[:end]))]
+    if len(messages) > 1:
+        end -= len(orjson.dumps(messages[-1])) + 1
+        out.append((len(messages) - 1, end, hash(serialized[:end])))
+    return tuple(out)
+
+
+def _resent(serialized: bytes, previous: Digests | None) -> int:
+    """How many of the previous request's messages this one starts with (as `_prefixes` saw them)."""
+    for count, end, fingerprint in previous.prefixes if previous else ():
+        if (
+            count
+            and len(serialized) > end
+            and serialized[end] in (_COMMA, _CLOSE)
+            and hash(serialized[:end]) == fingerprint
+        ):
+            return count
+    return 0
 
 
 def leading_count(messages: list[Message]) -> int:

@@ -116,6 +116,7 @@ class ActiveTurn:
             encoder=plan.encoder,
             ttl_s=d.settings.sessions.ttl_s,
             derived=d.derived if plan.conversation.identity.derived else None,
+            paths=d.paths,
             rounds=self._rounds,
             admission=self._admission,
         )

@@ -8,15 +8,17 @@ as it ended (a request cancelled while the proxy shuts down is `interrupted`, no
 shutdown waits for such writes before it closes the store. A completed answer's
 `usage.prompt_tokens` is fed back: into the session (the next budget check) and into
 the model's calibration. A derived session's completed turn is indexed by its output, so
-that the client's next request finds the session (`derived.py`).
+that the client's next request finds the session (`derived.py`), and a completed turn
+extends this process's cached path, so that the next request loads nothing but the head.
 """
 
 from __future__ import annotations
 
 from proxy import tracing
+from proxy.context.cache import PathCache
 from proxy.context.tokens import Encoder, TokenCounter, count_message
 from proxy.gateway import Admission, settle
-from proxy.sessions import TurnDraft, message_hash
+from proxy.sessions import Turn, TurnDraft, message_hash
 from proxy.store import SessionKeys, Store
 from proxy.turn.derived import DerivedSessions
 from proxy.turn.pending import PendingWrites
@@ -39,6 +41,7 @@ class TurnRecorder:
         encoder: Encoder,
         ttl_s: int,
         derived: DerivedSessions | None,
+        paths: PathCache | None = None,
         rounds: ToolRounds | None = None,
         admission: Admission | None = None,
     ) -> None:
@@ -52,6 +55,7 @@ class TurnRecorder:
         self._encoder = encoder
         self._ttl_s = ttl_s
         self._derived = derived
+        self._paths = paths
         self._rounds = rounds
         self._admission = admission
         self._recorded = False
@@ -88,7 +92,7 @@ class TurnRecorder:
         if outcome.status == "completed" and isinstance(prompt_tokens, int):
             feedback = {"prompt": prompt_tokens, "local": self._sent_tokens, "window": draft.window}
             self._tokens.observe_usage(draft.model, reported=prompt_tokens, local=self._sent_tokens)
-        await self._store.append_turn(
+        seq, parent, _ = await self._store.append_turn(
             self._keys,
             record,
             parent=self._parent,
@@ -97,6 +101,8 @@ class TurnRecorder:
             ttl_s=self._ttl_s,
             usage=feedback,
         )
+        if self._paths is not None and outcome.status == "completed":
+            self._paths.extend((self._keys.tenant, self._keys.session), parent, Turn.from_record(seq, record))
         await settle(self._admission, outcome.status, outcome.usage)
         if self._derived is not None and outcome.status == "completed" and record["hashes"]:
             keys = self._keys

@@ -12,6 +12,7 @@ import pytest
 
 from proxy.app import create_app
 from proxy.keys import TURNS
+from proxy.sessions import tenant_of
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI
 
@@ -278,6 +279,29 @@ async def test_without_the_path_cache_every_load_is_whole(
         )
     assert roles(proxy.fake.chats[-1]["messages"]) == ["system"] + ["user", "assistant"] * 3 + ["user"]
     assert len(proxy.app[TURNS].deps.paths) == 0
+
+
+async def test_a_journaled_turn_extends_the_cache_so_the_next_load_reads_no_turn(
+    proxy: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deps = proxy.app[TURNS].deps
+    loaded: list[int] = []
+    load = deps.store.load_context
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        result = await load(*args, **kwargs)
+        loaded.append(len(result.turns))
+        return result
+
+    monkeypatch.setattr(deps.store, "load_context", counting)
+    client = proxy.client(default_headers={"X-Session-Id": "extended"})
+    for n in range(4):
+        await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": f"q{n}"}])
+    assert loaded == [0, 1, 0, 0]  # a new session has no path to cache until its first turn is read
+    assert [m["content"] for m in proxy.fake.chats[-1]["messages"] if m["role"] == "user"] == ["q0", "q1", "q2", "q3"]
+    _, journal = await session_json(proxy, "extended")
+    entry = deps.paths.get((tenant_of("Bearer sk-test", ""), "extended"))
+    assert entry is not None and entry.head == journal["turns"][-1]["seq"]
 
 
 async def test_editing_far_back_in_a_long_full_history_conversation_branches_there(proxy: Proxy) -> None:

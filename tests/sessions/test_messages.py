@@ -57,7 +57,7 @@ def test_digest_reuses_the_shared_prefix_and_matches_a_fresh_digest() -> None:
     edited = [first[0], {"role": "user", "content": "A"}, *second[2:]]
     longer_last = [*first[:2], {"role": "assistant", "content": "bc"}]  # same bytes up to `b`, then more
     previous = digest(first)
-    for messages in (second, edited, longer_last, first[:1], []):
+    for messages in (second, edited, longer_last, first[:1], first[:2], []):
         assert digest(messages, previous) == digest(messages)
 
 
@@ -69,6 +69,9 @@ def test_digest_hashes_only_what_follows_the_resent_messages(monkeypatch: pytest
     monkeypatch.setattr(messages_module, "message_hash", lambda m: hashed.append(m) or real(m))
     digest([*first, {"role": "user", "content": "c"}], previous)
     assert hashed == [{"role": "user", "content": "c"}]
+    hashed.clear()
+    digest([first[0], {"role": "assistant", "content": "b, again"}], previous)  # the last one asked again
+    assert hashed == [{"role": "assistant", "content": "b, again"}]
 
 
 def test_tool_calls_are_the_same_whatever_the_formatting_of_their_arguments() -> None:

@@ -85,7 +85,10 @@ async def test_a_session_whose_keys_expired_is_not_listed(flushed_redis: str) ->
 async def test_a_turn_no_replica_confirmed_is_an_error_but_journaled(flushed_redis: str) -> None:
     store = await Store.connect(flushed_redis, wait_replicas=1, wait_timeout_ms=50)
     keys = SessionKeys(TENANT, "unconfirmed")
-    with pytest.raises(StoreUnavailable, match=r"a turn of session unconfirmed was written but confirmed by 0 of 1 replicas within 50 ms"):
+    with pytest.raises(
+        StoreUnavailable,
+        match=r"a turn of session unconfirmed was written but confirmed by 0 of 1 replicas within 50 ms",
+    ):
         await append(store, keys)
     dump = await store.read_session(keys)
     assert dump is not None and len(dump.turns) == 1, "WAIT does not undo a write: the turn is in the journal"
