@@ -31,8 +31,10 @@ def cpu(results: Results, name: str, concurrency: int, process: str | None = Non
 
 def table(results: Results) -> str:
     lines = [
-        "| scenario | c | req/s | p50 ms | p99 ms | req/s vs a | req/s vs b | p50 +ms vs a | p99 +ms vs a "
-        "| TTFB p50 ms | TTFB p99 ms | CPU ms/req | Redis CPU ms/req |",
+        (
+            "| scenario | c | req/s | p50 ms | p99 ms | req/s vs a | req/s vs b | p50 +ms vs a | p99 +ms vs a "
+            "| TTFB p50 ms | TTFB p99 ms | CPU ms/req | Redis CPU ms/req |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for concurrency in (1, 32):

@@ -114,7 +114,7 @@ def configure(level: str, fmt: str) -> None:
 
     No line shows the caller's source file, thread or process, so a record does not
     collect them (logging's documented switches: one frame walk fewer per line)."""
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = _Handler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
