@@ -4,8 +4,8 @@ Turns and their parent links never change once written, so a cached path stays e
 for as long as the session's window is the same: the store is asked only for the
 turns after the cached head (`load_context.lua` checks that the head is on the path
 and the window unchanged). Any other case is a full load that replaces the entry.
-A turn this process journaled extends the entry it was composed from (`extend`), so
-the next turn of an ongoing conversation is told only that nothing is new.
+A delta client's turn this process journaled extends the entry it was composed from
+(`extend`), so its next turn is told only that nothing is new.
 Every replica keeps its own cache; Redis stays the only source of truth.
 Bounded by the number of cached messages (`server.cache_messages`, about 0.8 KB
 each), least recently used first out; 0 turns the cache off.

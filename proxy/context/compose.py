@@ -36,6 +36,10 @@ class Unit:
 
     @classmethod
     def of(cls, turns: tuple[Turn, ...]) -> Unit:
+        if len(turns) == 1:  # most units: a user turn and its answer
+            messages_of_one = turns[0].messages
+            tokens_of_one = turns[0].tokens[: len(messages_of_one)]
+            return cls(turns, messages_of_one, tokens_of_one, sum(tokens_of_one))
         messages: list[Message] = []
         tokens: list[int] = []
         for turn in turns:

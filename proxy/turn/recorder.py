@@ -8,8 +8,10 @@ as it ended (a request cancelled while the proxy shuts down is `interrupted`, no
 shutdown waits for such writes before it closes the store. A completed answer's
 `usage.prompt_tokens` is fed back: into the session (the next budget check) and into
 the model's calibration. A derived session's completed turn is indexed by its output, so
-that the client's next request finds the session (`derived.py`), and a completed turn
-extends this process's cached path, so that the next request loads nothing but the head.
+that the client's next request finds the session (`derived.py`). A delta client's
+completed turn extends this process's cached path, so that its next request loads
+nothing but the head; a full-history client's does not, since it may ask again from the
+turn before (a regenerated answer), which only the unextended path reaches cheaply.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ class TurnRecorder:
             ttl_s=self._ttl_s,
             usage=feedback,
         )
-        if self._paths is not None and outcome.status == "completed":
+        if self._paths is not None and self._parent is None and outcome.status == "completed":
             self._paths.extend((self._keys.tenant, self._keys.session), parent, Turn.from_record(seq, record))
         await settle(self._admission, outcome.status, outcome.usage)
         if self._derived is not None and outcome.status == "completed" and record["hashes"]:
