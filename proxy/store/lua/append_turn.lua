@@ -5,8 +5,8 @@
 -- ARGV: 1 turn JSON, 2 parent ("head" or a seq, -1 = root), 3 completed ("1"/"0"),
 --       4 ttl seconds, 5 message hashes of the turn (space separated, input then output),
 --       6 now (unix seconds, to the millisecond: the index's order), 7 the session id (its index member), 8 usage feedback JSON ('' = none),
---       9 a fresh random epoch, kept only if the session is new (it tells a recreated
---       session from the deleted one it replaces, for the callers' caches)
+--       9 a fresh random epoch, kept only if the session is new (its first turn, seq 0: it
+--       tells a recreated session from the deleted one it replaces, for the callers' caches)
 -- Returns {seq, parent, depth}.
 -- A "head" parent is resolved here, at commit time: concurrent delta requests on one
 -- session are thereby journaled in commit order, each exactly once, whichever proxy
@@ -35,27 +35,37 @@ if ARGV[3] == '1' then
   for mh in string.gmatch(ARGV[5], '%S+') do
     table.insert(hashes, mh)
   end
+  local entries = {}
   for i, mh in ipairs(hashes) do
     chain = redis.sha1hex(chain .. mh)
     local kind = 'i'
     if i == #hashes then kind = 'e' end
-    redis.call('HSET', KEYS[4], chain, kind .. seq)
+    table.insert(entries, chain)
+    table.insert(entries, kind .. seq)
   end
   if #hashes > 0 then
+    redis.call('HSET', KEYS[4], unpack(entries))
     redis.call('HSET', KEYS[7], hashes[#hashes], seq)
-  end
-  redis.call('HSET', KEYS[1], 'head', seq)
-  if ARGV[8] ~= '' then
-    redis.call('HSET', KEYS[1], 'usage', ARGV[8])
   end
 end
 local joined = string.gsub(ARGV[5], ' ', ',')
 redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' ' .. chain .. ' ' .. joined)
 redis.call('HSET', KEYS[2], seq, ARGV[1])
 local now = math.floor(tonumber(ARGV[6]))
-redis.call('HSET', KEYS[1], 'updated', now)
-redis.call('HSETNX', KEYS[1], 'created', now)
-redis.call('HSETNX', KEYS[1], 'epoch', ARGV[9])
+local meta = {'updated', now}
+if ARGV[3] == '1' then
+  table.insert(meta, 'head')
+  table.insert(meta, seq)
+  if ARGV[8] ~= '' then
+    table.insert(meta, 'usage')
+    table.insert(meta, ARGV[8])
+  end
+end
+redis.call('HSET', KEYS[1], unpack(meta))
+if seq == 0 then
+  redis.call('HSETNX', KEYS[1], 'created', now)
+  redis.call('HSETNX', KEYS[1], 'epoch', ARGV[9])
+end
 local ttl = tonumber(ARGV[4])
 for i = 1, 7 do
   redis.call('EXPIRE', KEYS[i], ttl)
