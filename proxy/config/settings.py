@@ -126,6 +126,10 @@ class ModelSettings:
     """Models to try, in order, when this one's upstream fails before anything was relayed."""
 
 
+_NO_OVERRIDES = ModelSettings()
+"""What a model without a `context.models` entry gets (asked several times a request)."""
+
+
 @dataclass(frozen=True)
 class ContextSettings:
     strategy: tuple[str, ...] = checks.checked(checks.strategy, ("summarize",))
@@ -154,7 +158,7 @@ class ContextSettings:
     models: Mapping[str, ModelSettings] = field(default_factory=dict)
 
     def for_model(self, model: str) -> ModelSettings:
-        return self.models.get(model) or ModelSettings()
+        return self.models.get(model) or _NO_OVERRIDES
 
     def builder_for(self, model: str) -> str | None:
         override = self.for_model(model).builder

@@ -14,7 +14,7 @@ each), least recently used first out; 0 turns the cache off.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from proxy.context.compose import History, extend_history
 from proxy.context.window import Window
@@ -73,7 +73,8 @@ class PathCache:
         entry = self._entries.get(key)
         if entry is None or entry.head != parent or not turn.completed:
             return
-        self.put(key, replace(entry, head=turn.seq, history=extend_history(entry.history, [turn])))
+        history = extend_history(entry.history, [turn])
+        self.put(key, CachedPath(turn.seq, entry.version, entry.stored_window, entry.applies, history, entry.request))
 
     def discard(self, key: tuple[str, str]) -> None:
         if self._entries.pop(key, None) is not None:

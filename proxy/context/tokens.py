@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, Protocol
 
 import orjson
@@ -146,7 +147,7 @@ def count_messages(encoder: Encoder, messages: list[Message]) -> list[int]:
 
 def count_message(encoder: Encoder, message: Message) -> int:
     """OpenAI's formula: a fixed overhead, the role, the content, the name, tool calls."""
-    tokens = _MESSAGE_OVERHEAD + len(encoder.encode_ordinary(str(message.get("role", ""))))
+    tokens = _MESSAGE_OVERHEAD + _role_tokens(encoder, str(message.get("role", "")))
     tokens += _content_tokens(encoder, message.get("content"))
     if message.get("name"):
         tokens += 1 + len(encoder.encode_ordinary(str(message["name"])))
@@ -157,6 +158,12 @@ def count_message(encoder: Encoder, message: Message) -> int:
     if message.get("tool_call_id"):
         tokens += len(encoder.encode_ordinary(str(message["tool_call_id"])))
     return tokens
+
+
+@lru_cache(maxsize=256)
+def _role_tokens(encoder: Encoder, role: str) -> int:
+    """A role's tokens, counted once per encoder (there are a handful of roles)."""
+    return len(encoder.encode_ordinary(role))
 
 
 def _content_tokens(encoder: Encoder, content: Any) -> int:
