@@ -49,18 +49,17 @@ class Turn:
     def from_record(cls, seq: int, record: JSONObject) -> Turn:
         inputs = record.get("input", ())
         output = record.get("output")
-        for message in (*inputs, output) if output else inputs:
+        for message in inputs:
             message["role"] = sys.intern(message["role"])
+        if output:
+            output["role"] = sys.intern(output["role"])
         system = record.get("system")
+        if system is None:  # most turns: the session's block is unchanged
+            return cls(seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())))
         return cls(
-            seq=seq,
-            status=record["status"],
-            input=tuple(inputs),
-            output=output,
-            tokens=tuple(record.get("tokens", ())),
-            system=tuple(system) if system else None,
-            system_tokens=tuple(record.get("system_tokens") or ()),
-        )
+            seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())),
+            tuple(system) if system else None, tuple(record.get("system_tokens") or ()),
+        )  # fmt: skip
 
 
 @dataclass
