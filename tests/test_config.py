@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import load_settings, settings_from_mapping, with_overrides
+from proxy.config import Settings, load_settings, settings_from_mapping, with_overrides
 from proxy.errors import ConfigError
 
 
@@ -17,6 +17,17 @@ def test_shipped_config_loads_with_defaults(tmp_path: Path) -> None:
     assert settings.context.strategy == ("summarize",)
     assert settings.upstream.base_url == "https://api.openai.com/v1"
     assert settings.upstream.api_key == ""
+
+
+def test_without_a_config_file_the_shipped_configs_environment_still_applies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no ./config.yaml here
+    env = {"UPSTREAM_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-env", "REDIS_URL": "redis://r:6379/0"}
+    settings = load_settings(env=env)
+    assert settings.upstream.base_url == "http://127.0.0.1:9/v1" and settings.upstream.api_key == "sk-env"
+    assert settings.redis.url == "redis://r:6379/0"
+    assert load_settings(env={}) == Settings(), "and nothing else changes"
 
 
 def test_env_substitution(tmp_path: Path) -> None:

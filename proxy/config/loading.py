@@ -18,6 +18,17 @@ from proxy.config.checks import worker_count
 from proxy.config.settings import GatewayKeySettings, Settings
 from proxy.errors import ConfigError
 
+ENVIRONMENT_DEFAULTS = {
+    "server": {"log_format": "${LOG_FORMAT:-text}"},
+    "upstream": {"base_url": "${UPSTREAM_BASE_URL:-https://api.openai.com/v1}", "api_key": "${OPENAI_API_KEY:-}"},
+    "redis": {"url": "${REDIS_URL:-embedded}"},
+    "gateway": {
+        "admin_key": "${CONTEXT_PROXY_ADMIN_KEY:-}",
+        "allow_anonymous": "${CONTEXT_PROXY_ALLOW_ANONYMOUS:-false}",
+    },
+}
+"""Without a config file, the environment variables the shipped `config.yaml` reads still apply."""
+
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -57,7 +68,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     env = os.environ if env is None else env
     config_path = config_file(path, env)
     if config_path is None:
-        return Settings()
+        return settings_from_mapping(expand_env(ENVIRONMENT_DEFAULTS, env))
     if not config_path.exists():
         raise ConfigError(f"config: file {config_path} does not exist")
     try:
