@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any, Protocol
 
 import orjson
@@ -160,10 +159,18 @@ def count_message(encoder: Encoder, message: Message) -> int:
     return tokens
 
 
-@lru_cache(maxsize=256)
+_ROLE_TOKENS: dict[tuple[str, str], int] = {}
+
+
 def _role_tokens(encoder: Encoder, role: str) -> int:
-    """A role's tokens, counted once per encoder (there are a handful of roles)."""
-    return len(encoder.encode_ordinary(role))
+    """A role's tokens, counted once per encoding (there are a handful of roles)."""
+    key = (encoder.name, role)
+    count = _ROLE_TOKENS.get(key)
+    if count is None:
+        count = len(encoder.encode_ordinary(role))
+        if len(_ROLE_TOKENS) < 256:
+            _ROLE_TOKENS[key] = count
+    return count
 
 
 def _content_tokens(encoder: Encoder, content: Any) -> int:
