@@ -90,13 +90,16 @@ class History:
     units: tuple[Unit, ...]
     units_tokens: int
     message_count: int
-    settled_json: bytes
-    """Every unit but the last, as sent, serialized: reused byte for byte on every request."""
+    settled_json: tuple[bytes, ...]
+    """Every unit but the last, as sent, serialized: reused byte for byte on every request.
+    In chunks (comma-joined messages each), one per extension, so a turn never copies the
+    whole: the upstream body is the one copy (`compose_json`, `forward.upstream_body`)."""
 
     @classmethod
     def of(cls, window: Window, units: tuple[Unit, ...]) -> History:
         settled = _settled_json(units[:-1])
-        return cls(window, units, sum(u.total for u in units), sum(len(u.messages) for u in units), settled)
+        count = sum(len(u.messages) for u in units)
+        return cls(window, units, sum(u.total for u in units), count, (settled,) if settled else ())
 
     @cached_property
     def total(self) -> int:
@@ -149,10 +152,20 @@ def compose_json(history: History, new_input: list[Message]) -> bytes:
             return orjson.dumps(compose_messages(history, new_input))
         head.insert(first[0], {"role": "user", "content": CONTINUATION})
     parts = [orjson.dumps(m) for m in head]
-    if history.settled_json:
-        parts.append(history.settled_json)
+    parts.extend(history.settled_json)
     parts.extend(orjson.dumps(m) for m in tail)
-    return b"[" + b",".join(parts) + b"]"
+    return json_array(parts)
+
+
+def json_array(parts: Sequence[bytes]) -> bytes:
+    """`[` parts comma-separated `]`, copied once (a history's settled bytes can be large)."""
+    chunks = [b"["]
+    for part in parts:
+        chunks += (part, b",")
+    if parts:
+        chunks.pop()
+    chunks.append(b"]")
+    return b"".join(chunks)
 
 
 def _first_after_leading(parts: Iterable[list[Message]]) -> tuple[int, Message] | None:
@@ -210,7 +223,7 @@ def extend_history(history: History, turns: Sequence[Turn]) -> History:
     last = history.units[-1]
     regrouped = group_units([*last.turns, *completed])
     newly_settled = _settled_json(regrouped[:-1])
-    settled = b",".join(p for p in (history.settled_json, newly_settled) if p)
+    settled = (*history.settled_json, newly_settled) if newly_settled else history.settled_json
     return History(
         _latest_leading(history.window, completed),
         (*history.units[:-1], *regrouped),

@@ -27,8 +27,8 @@ def upstream_body(chat: ChatRequest, messages_json: bytes) -> bytes:
         rest["stream_options"] = {**(chat.body.get("stream_options") or {}), "include_usage": True}
     others = orjson.dumps(rest)
     if others == b"{}":
-        return b'{"messages":' + messages_json + b"}"
-    return b'{"messages":' + messages_json + b"," + others[1:]
+        return b"".join((b'{"messages":', messages_json, b"}"))
+    return b"".join((b'{"messages":', messages_json, b",", others[1:]))  # one copy of a large history
 
 
 async def forward(

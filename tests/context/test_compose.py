@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import orjson
 
-from proxy.context.compose import build_history, compose_json, compose_messages, extend_history, group_units
+from proxy.context.compose import (
+    build_history,
+    compose_json,
+    compose_messages,
+    extend_history,
+    group_units,
+    json_array,
+)
 from proxy.context.window import Window
 from tests.context.factories import history, turn
 
@@ -103,10 +110,16 @@ def test_compose_json_equals_compose_messages() -> None:
     assert compose_messages(h, new)[-1] == {"role": "tool", "tool_call_id": "c1", "content": "r"}  # type: ignore[arg-type]
 
 
+def test_json_array_joins_serialized_parts() -> None:
+    assert json_array([]) == b"[]"
+    assert json_array([b'{"a":1}']) == b'[{"a":1}]'
+    assert orjson.loads(json_array([b'{"a":1}', b'{"b":2},{"c":3}'])) == [{"a": 1}, {"b": 2}, {"c": 3}]
+
+
 def test_settled_units_are_serialized_once() -> None:
     h = history(5)
     first = compose_json(h, [{"role": "user", "content": "a"}])
-    assert h.settled_json and h.settled_json in first
+    assert h.settled_json and b",".join(h.settled_json) in first
     second = compose_json(h, [{"role": "user", "content": "b"}])
     assert first[: first.index(b'"a"')] == second[: second.index(b'"b"')]
 
@@ -121,9 +134,9 @@ def test_extending_a_history_equals_building_it_whole() -> None:
         for t in turns[split:]:
             grown = extend_history(grown, [t])
         assert grown.units == whole.units
-        assert (grown.units_tokens, grown.message_count, grown.settled_json) == (
+        assert (grown.units_tokens, grown.message_count, b",".join(grown.settled_json)) == (
             whole.units_tokens,
             whole.message_count,
-            whole.settled_json,
+            b",".join(whole.settled_json),
         )
         assert compose_json(grown, []) == compose_json(whole, [])
