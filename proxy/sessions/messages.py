@@ -90,7 +90,7 @@ class Digests:
 
     hashes: list[str]
     chain: list[str]
-    prefixes: tuple[tuple[int, int, int], ...] = ()
+    prefixes: tuple[tuple[int, int, int], ...]
     """(message count, byte length, `hash()`) of the serialized form without its closing
     bracket, for all the messages and for all but the last."""
 
