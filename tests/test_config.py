@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -28,6 +29,19 @@ def test_without_a_config_file_the_shipped_configs_environment_still_applies(
     assert settings.upstream.base_url == "http://127.0.0.1:9/v1" and settings.upstream.api_key == "sk-env"
     assert settings.redis.url == "redis://r:6379/0"
     assert load_settings(env={}) == Settings(), "and nothing else changes"
+
+
+def test_the_defaults_read_the_same_environment_as_the_shipped_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {
+        "UPSTREAM_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "sk-env", "REDIS_URL": "redis://r:6379/0",
+        "LOG_FORMAT": "json", "CONTEXT_PROXY_ADMIN_KEY": "admin", "CONTEXT_PROXY_ALLOW_ANONYMOUS": "true",
+    }  # fmt: skip
+    shipped = load_settings(Path(__file__).parent.parent / "config.yaml", env=env)
+    monkeypatch.chdir(tmp_path)
+    without_examples = dataclasses.replace(shipped, context=dataclasses.replace(shipped.context, models={}))
+    assert load_settings(env=env) == without_examples, "config.yaml and ENVIRONMENT_DEFAULTS drifted apart"
 
 
 def test_env_substitution(tmp_path: Path) -> None:
