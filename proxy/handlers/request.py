@@ -55,6 +55,9 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise BadRequest("'stream_options' must be an object", param="stream_options", code="invalid_type")
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):  # the proxy may add its own tools to the client's
+        raise BadRequest("'tools' must be an array of tool objects", param="tools", code="invalid_type")
     for key in ("max_tokens", "max_completion_tokens"):
         value = body.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -64,13 +67,14 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
 
 
 def _plain(message: Any) -> bool:
-    """A role and a text content, nothing else: valid without the full check (most messages)."""
-    return (
-        type(message) is dict
-        and len(message) == 2
-        and type(message.get("content")) is str
-        and message.get("role") in _PLAIN_ROLES
-    )
+    """A role and a text content, nothing else: valid without the full check (most messages).
+
+    Every value is type-checked before it is used (a role that is an object is not
+    hashable), so anything this accepts the full check accepts too."""
+    if type(message) is not dict or len(message) != 2 or type(message.get("content")) is not str:
+        return False
+    role = message.get("role")
+    return type(role) is str and role in _PLAIN_ROLES
 
 
 def _check_message(message: Any, where: str) -> None:
