@@ -118,7 +118,7 @@ def message_from_completion(completion: JSONObject, *, model: str) -> JSONObject
         text = refusal
     if isinstance(text, str) and text:
         content.append({"type": "text", "text": text})
-    for call in message.get("tool_calls") or []:
+    for call in _items(message.get("tool_calls")):
         if isinstance(call, dict):
             content.append(_tool_use(call))
     sequence = choice.get("stop_sequence") if isinstance(choice.get("stop_sequence"), str) else None
@@ -160,6 +160,11 @@ def error_body(status: int, openai_error: JSONObject) -> JSONObject:
     kind = error.get("type") if openai_error.get("type") == "error" and isinstance(error.get("type"), str) else None
     text = message if isinstance(message, str) and message else f"HTTP {status}"
     return {"type": "error", "error": {"type": kind or error_type(status), "message": text}}
+
+
+def _items(value: object) -> list[Any]:
+    """A list field of the core's answer; anything else is read as no items."""
+    return value if isinstance(value, list) else []
 
 
 def _event(kind: str, data: JSONObject) -> bytes:
@@ -225,14 +230,14 @@ class MessageStream:
         if isinstance(reasoning, str) and reasoning:
             out.append(self._open_block("thinking", {"type": "thinking", "thinking": "", "signature": ""}))
             out.append(self._delta({"type": "thinking_delta", "thinking": reasoning}))
-        for block in delta.get("thinking_blocks") or []:
+        for block in _items(delta.get("thinking_blocks")):
             if isinstance(block, dict):
                 out.append(self._thinking_block(block))
         content = delta.get("content")
         if isinstance(content, str) and content:
             out.append(self._open_block("text", {"type": "text", "text": ""}))
             out.append(self._delta({"type": "text_delta", "text": content}))
-        for position, call in enumerate(delta.get("tool_calls") or []):
+        for position, call in enumerate(_items(delta.get("tool_calls"))):
             if isinstance(call, dict):
                 out.append(self._tool_delta(call, position))
         return b"".join(out)

@@ -1,6 +1,8 @@
 """Anthropic's Messages API as a client speaks it (Claude Code, the anthropic SDK), to and from the core.
 
-Pure translation, no I/O. `parse_request` validates a `POST /v1/messages` body with
+Pure translation, no I/O; the door's one entry point (the answer side lives in
+`anthropic_answer`, the blocks in `anthropic_content`, the field checks in
+`anthropic_fields`, and is re-exported here). `parse_request` validates a `POST /v1/messages` body with
 Anthropic's rules and turns it into a core request (a Chat Completions body);
 `message_from_completion` and `MessageStream` turn the core's answer back into an
 Anthropic Message or its SSE events; `error_body` and `MessageStream.error` give errors

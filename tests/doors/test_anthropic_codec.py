@@ -794,6 +794,26 @@ def test_error_bodies_of_other_shapes() -> None:
     assert error_body(500, anthropic_shaped) == anthropic_shaped
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {},
+        {"choices": "x", "usage": 5},
+        {"choices": [[]]},
+        {"choices": [{"message": [], "finish_reason": 3}]},
+        {"choices": [{"message": {"content": 5, "tool_calls": 5, "thinking_blocks": "x", "reasoning_content": 1}}]},
+        {"choices": [{"message": {"tool_calls": [1, {"function": 2, "id": 3}]}}], "usage": {"prompt_tokens": "9"}},
+    ],
+)
+def test_a_malformed_answer_still_gives_a_message(answer: dict[str, Any]) -> None:
+    message = message_from_completion(answer, model="m")
+    assert message["type"] == "message" and message["stop_reason"] == "end_turn"
+    stream = MessageStream(model="m", message_id="msg_1", input_tokens=0)
+    for bad in (answer, {"choices": [{"delta": {"tool_calls": 5, "thinking_blocks": 1, "content": 2}}]}):
+        stream.feed(bad)
+    assert stream.finish(None, None).endswith(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+
+
 def test_message_ids() -> None:
     assert message_id("chatcmpl-xyz") == "msg_xyz"
     assert message_id("msg_01abc") == "msg_01abc"
