@@ -10,9 +10,18 @@ from typing import Any
 import aiohttp
 import anthropic
 import httpx2
+import orjson
 import pytest
 from aiohttp.test_utils import TestServer
 
+from proxy.dialects.anthropic import (
+    ANTHROPIC_VERSION,
+    MESSAGES_PATH,
+    ChunkTranslator,
+    completion_from_message,
+    to_messages_body,
+)
+from proxy.upstream.sse import StreamAssembler
 from tests.conftest import SHUTDOWN_TIMEOUT_S
 from tests.fake_anthropic import FakeAnthropic, signature_of
 
@@ -265,3 +274,33 @@ async def test_stop_sequences_and_max_tokens_end_the_answer(upstream: Running) -
     short = await client.messages.create(model=MODEL, max_tokens=3, messages=user("x"))
     text = short.content[0].text  # type: ignore[union-attr]
     assert short.stop_reason == "max_tokens" and 0 < len(text) < 10 and "Answer 1: I read".startswith(text)
+
+
+async def test_the_dialects_requests_are_accepted_and_its_translations_round_trip(upstream: Running) -> None:
+    """The core conversation through `proxy.dialects.anthropic`: thinking, a tool call and its result,
+    cache_control and a stream, as an Anthropic upstream would see them."""
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}}}]
+    system = {"role": "system", "content": [{"type": "text", "text": "Rules. " * 300, "cache_control": CACHE}]}
+    history: list[dict[str, Any]] = [system, {"role": "user", "content": "think, then call tool weather"}]
+    headers = {"x-api-key": "sk-ant-test", "anthropic-version": ANTHROPIC_VERSION}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        body = to_messages_body({"model": MODEL, "messages": history, "tools": tools}, default_max_tokens=500)
+        async with session.post(upstream.url + MESSAGES_PATH, json=body) as answer:
+            completion = completion_from_message(await answer.json())
+        assistant = completion["choices"][0]["message"]
+        assert completion["choices"][0]["finish_reason"] == "tool_calls" and assistant["thinking_blocks"]
+        call_id = assistant["tool_calls"][0]["id"]
+        history += [assistant, {"role": "tool", "tool_call_id": call_id, "content": "18C"}]
+        body = to_messages_body(
+            {"model": MODEL, "messages": history, "tools": tools, "stream": True}, default_max_tokens=500
+        )
+        translator, assembler = ChunkTranslator(), StreamAssembler()
+        async with session.post(upstream.url + MESSAGES_PATH, json=body) as answer:
+            for raw in (await answer.read()).split(b"\n\n"):
+                lines = dict(line.split(b": ", 1) for line in raw.split(b"\n") if b": " in line)
+                if lines:
+                    for chunk in translator.feed(lines[b"event"].decode(), orjson.loads(lines[b"data"])):
+                        assembler.add(chunk)
+    assert assembler.message()["content"] == "Tool said: 18C" and assembler.finish_reason == "stop"
+    assert assembler.usage is not None and assembler.usage["prompt_tokens_details"]["cached_tokens"] > 300
+    assert completion["usage"]["cache_creation_input_tokens"] == assembler.usage["cache_read_input_tokens"]

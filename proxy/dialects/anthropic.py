@@ -6,7 +6,8 @@ body; `completion_from_message` turns a Messages answer into a `chat.completion`
 `error_from_anthropic` turns an Anthropic error answer into OpenAI's error JSON.
 
 The HTTP side: POST the body to `MESSAGES_PATH` under the upstream's base URL, with
-the headers `x-api-key: <key>` (not `Authorization`), `anthropic-version: 2023-06-01`
+the headers `x-api-key: <key>` (the API now also takes `Authorization: Bearer <key>`, which
+the SDK sends), `anthropic-version: 2023-06-01`
 and `content-type: application/json`; a beta feature (context editing, compaction)
 also needs `anthropic-beta: <name>[,<name>...]`. A stream is SSE whose `event:` name
 equals the `type` of its `data:`.
