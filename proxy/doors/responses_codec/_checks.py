@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from proxy.errors import BadRequest
 from proxy.types import JSONObject
 
@@ -48,8 +46,9 @@ def missing(path: str) -> BadRequest:
 
 def invalid_value(path: str, value: object, allowed: tuple[str, ...]) -> BadRequest:
     supported = ", ".join(f"'{a}'" for a in allowed)
+    shown = f"'{value[:100]}'" if isinstance(value, str) else kind(value)
     return BadRequest(
-        f"Invalid value: {orjson.dumps(value).decode()[:100]}. Supported values are: {supported}.",
+        f"Invalid value: {shown}. Supported values are: {supported}.",
         param=path,
         code="invalid_value",
     )

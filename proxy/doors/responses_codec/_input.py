@@ -108,7 +108,9 @@ class _Input:
             raise missing(where)
         if not isinstance(output, (str, list)):
             raise invalid_type(where, "a string or an array of content parts", output)
-        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": _input_content(output, where)})
+        self.messages.append(
+            {"role": "tool", "tool_call_id": call_id, "content": _input_content(output, where, text_only=True)}
+        )
         self._assistant = None
 
 

@@ -17,7 +17,7 @@ def _limit(limit: object, param: str) -> int:
     """1..100, default 20; a query string's digits count as the number."""
     if limit is None:
         return 20
-    value = int(limit) if isinstance(limit, str) and limit.strip().isdigit() else limit
+    value = int(limit) if isinstance(limit, str) and limit.strip().isdecimal() else limit
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
         raise BadRequest(f"Invalid '{param}': expected an integer between 1 and 100, got {limit!r}.", param=param)
     return value

@@ -218,6 +218,8 @@ def parse_request(body: object) -> ResponsesCall:
     and `max_tool_calls` (repeated in the Response only)."""
     fields = obj(body, "", _REQUEST_KEYS)
     model = string(fields, "model", "", required=True)
+    if not model:
+        raise BadRequest("Invalid 'model': empty string.", param="model", code="invalid_value")
     if boolean(fields, "background"):
         raise unsupported("background", "responses are answered while the request waits")
     for key, why in (("prompt", "prompt templates are stored at OpenAI"), ("moderation", "no moderation model")):
