@@ -189,7 +189,7 @@ def _conversation(value: object) -> str | None:
 
 
 def _ignored(body: JSONObject) -> None:
-    """Fields accepted, checked and not acted on: the proxy has nothing they would change (see README)."""
+    """Fields accepted, checked and not acted on: the proxy has nothing they would change."""
     for index, entry in enumerate(array(body.get("include") or [], "include")):
         if entry not in _INCLUDABLE:
             raise invalid_value(at("include", index), entry, _INCLUDABLE)
