@@ -203,6 +203,8 @@ class FakeAnthropic:
                 f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
             )
         thinking = body.get("thinking") or {}
+        if thinking.get("type") in ("enabled", "adaptive"):
+            _check_thought(messages)
         if thinking.get("type") == "enabled":
             budget = thinking.get("budget_tokens")
             if not isinstance(budget, int) or budget < 1024:
@@ -385,6 +387,21 @@ def _check_tools(tools: Any, choice: Any) -> None:
         names.add(name)
     if isinstance(choice, dict) and choice.get("type") == "tool" and choice.get("name") not in names:
         raise Refused(f"tool_choice.tool.name: Tool '{choice.get('name')}' not found in tools")
+
+
+def _check_thought(messages: list[dict[str, Any]]) -> None:
+    """With thinking on, a last assistant turn that calls tools must open with a thinking block."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "assistant":
+            blocks = _content(messages[index])
+            if any(b.get("type") == "tool_use" for b in blocks) and blocks[0].get("type") not in (
+                "thinking",
+                "redacted_thinking",
+            ):
+                raise Refused(f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+                              f"`{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` message must "
+                              "start with a thinking block. To avoid this requirement, disable `thinking`.")  # fmt: skip
+            return
 
 
 def _check_message(messages: list[dict[str, Any]], index: int) -> None:

@@ -157,6 +157,8 @@ REFUSALS: list[tuple[str, dict[str, Any], str]] = [
     ("small budget", {"messages": user("a"), "thinking": {"type": "enabled", "budget_tokens": 500}}, "greater than or equal to 1024"),
     ("budget over max", {"messages": user("a"), "max_tokens": 2000, "thinking": {"type": "enabled", "budget_tokens": 2000}},
      "must be greater than `thinking.budget_tokens`"),
+    ("thinking on an unthought tool round", {"messages": [*user("a"), _tool_use("t1"), _tool_result("t1")], "max_tokens": 3000,
+     "thinking": {"type": "enabled", "budget_tokens": 2048}}, "must start with a thinking block"),
     ("too long", {"model": "claude-tiny", "messages": user("word " * 3100)}, r"prompt is too long: \d+ tokens > 3000 maximum"),
     ("context management without beta", {"messages": user("a"), "extra_body": {"context_management": {"edits": [
         {"type": "clear_tool_uses_20250919"}]}}}, "context-management-2025-06-27"),

@@ -51,9 +51,10 @@ def to_messages_body(chat_body: JSONObject, *, default_max_tokens: int) -> JSONO
     - `max_tokens` is always set: `max_completion_tokens`, else `max_tokens`, else
       `default_max_tokens` (plus the thinking budget, when `reasoning_effort` adds one);
     - `reasoning_effort` -> `thinking: {"type": "enabled", "budget_tokens": THINKING_BUDGETS[...]}`,
-      the budget held under a client's `max_tokens`; no thinking for "none", when a
-      tool is forced (Anthropic refuses both together) or when fewer than 1024 tokens
-      would be left for it;
+      the budget held under a client's `max_tokens`; no thinking for "none", when fewer
+      than 1024 tokens would be left for it, or where Anthropic refuses thinking: a
+      forced tool, or a last assistant turn that calls tools without opening with a
+      thinking block (a tool round begun by another model);
     - `stop` -> `stop_sequences`, `temperature` (held to Anthropic's 0..1), `top_p`,
       `stream`, `user` (or `safety_identifier`) -> `metadata.user_id`, tools and
       `tool_choice` / `parallel_tool_calls` (see `_tools`, `_tool_choice`);
@@ -82,7 +83,7 @@ def to_messages_body(chat_body: JSONObject, *, default_max_tokens: int) -> JSONO
     asked = chat_body.get("max_completion_tokens") or chat_body.get("max_tokens")
     body["max_tokens"] = int(asked or default_max_tokens)
     budget = THINKING_BUDGETS.get(str(chat_body.get("reasoning_effort")))
-    if budget is not None and (choice or {}).get("type") not in ("any", "tool"):
+    if budget is not None and (choice or {}).get("type") not in ("any", "tool") and not _unthought(body["messages"]):
         if asked:
             budget = min(budget, body["max_tokens"] - 1)
         else:
@@ -149,6 +150,15 @@ def _turns(messages: list[Message]) -> list[JSONObject]:
         if len(turn["content"]) == 1 and turn["content"][0].keys() == {"type", "text"}:
             turn["content"] = turn["content"][0]["text"]
     return turns
+
+
+def _unthought(turns: list[JSONObject]) -> bool:
+    for turn in reversed(turns):
+        if turn["role"] == "assistant":
+            blocks = turn["content"] if isinstance(turn["content"], list) else []
+            calls = any(block["type"] == "tool_use" for block in blocks)
+            return calls and blocks[0]["type"] not in ("thinking", "redacted_thinking")
+    return False
 
 
 def _assistant_blocks(message: Message, where: str) -> list[JSONObject]:

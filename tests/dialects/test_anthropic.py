@@ -198,6 +198,15 @@ def test_anthropic_extras_are_merged_last() -> None:
     assert "anthropic" not in out
 
 
+def test_no_thinking_for_a_tool_round_begun_without_it() -> None:
+    unthought = {"role": "assistant", "content": None, "tool_calls": [call("t1", "f", "{}")]}
+    messages = [{"role": "user", "content": "go"}, unthought, {"role": "tool", "tool_call_id": "t1", "content": "ok"}]
+    assert "thinking" not in body(messages, reasoning_effort="high")
+    thought = {**unthought, "thinking_blocks": [THOUGHT]}
+    messages = [messages[0], thought, messages[2]]
+    assert body(messages, reasoning_effort="high")["thinking"] == {"type": "enabled", "budget_tokens": 24576}
+
+
 @pytest.mark.parametrize(
     ("fields", "thinking", "max_tokens"),
     [
