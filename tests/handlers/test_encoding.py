@@ -69,9 +69,10 @@ async def test_a_truncated_gzip_body_is_a_400(proxy: Proxy) -> None:
     assert _is_openai_error(body, "invalid_content_encoding")
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/s/some-session/v1/chat/completions"])
 @pytest.mark.parametrize("encoding", ["br", "zstd", "compress", "snappy", "gzip, br"])
-async def test_other_encodings_are_refused_in_openai_shape(proxy: Proxy, encoding: str) -> None:
-    status, body = await _post(proxy, b"\x1b\x00\x00garbage", encoding)
+async def test_other_encodings_are_refused_in_openai_shape(proxy: Proxy, encoding: str, path: str) -> None:
+    status, body = await _post(proxy, b"\x1b\x00\x00garbage", encoding, path)
     assert status == 415
     assert _is_openai_error(body, "unsupported_content_encoding")
 
