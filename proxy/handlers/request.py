@@ -38,6 +38,10 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object", code="invalid_type")
+    try:  # orjson reads 1024 levels of nesting but writes only 254: anything between cannot be sent on
+        orjson.dumps(body)
+    except orjson.JSONEncodeError as exc:
+        raise BadRequest(f"request body is nested too deeply to forward: {exc}", code="invalid_json") from exc
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' must be a non-empty string", param="model", code="invalid_type")

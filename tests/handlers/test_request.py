@@ -50,6 +50,22 @@ def test_tools_that_are_not_an_array_are_a_400(tools: Any) -> None:
     assert _parse({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools}) == "tools"
 
 
+DEEP_PLACES = {
+    "metadata": '{"model":"m","metadata":DEEP,"messages":[{"role":"user","content":"hi"}]}',
+    "refusal": '{"model":"m","messages":[{"role":"assistant","content":"x","refusal":DEEP}]}',
+    "content part": '{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a","x":DEEP}]}]}',
+}
+
+
+@pytest.mark.parametrize("place", list(DEEP_PLACES))
+@pytest.mark.parametrize("depth", [255, 1000])
+def test_a_body_too_deep_to_forward_is_a_400(place: str, depth: int) -> None:
+    """orjson reads 1024 levels but writes 254: a body between was a 500 wherever it was next serialized."""
+    raw = DEEP_PLACES[place].replace("DEEP", "[" * depth + "]" * depth).encode()
+    with pytest.raises(BadRequest, match="nested too deeply"):
+        parse_chat_request(raw)
+
+
 @settings(max_examples=400, deadline=None)
 @given(message=st.dictionaries(st.sampled_from(MESSAGE_FIELDS), json_value, max_size=4), value=json_value)
 def test_any_json_in_a_message_is_the_request_or_a_400(message: dict[str, Any], value: Any) -> None:
