@@ -20,23 +20,23 @@ from proxy.compaction import BackgroundJobs
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import StrategyRegistry
 from proxy.config import Settings
-from proxy.context.cache import PathCache
 from proxy.context.limits import ModelLimits
 from proxy.context.tokens import TokenCounter
 from proxy.errors import ConfigError
 from proxy.events import EventBus, log_event
 from proxy.gateway import Gateway, exposure_problem
-from proxy.gateway.middleware import add_rate_headers, gateway_middleware
 from proxy.handlers import admin_keys, chat, health, passthrough, session_list, sessions, ui
 from proxy.handlers.access import access_middleware
+from proxy.handlers.gateway import add_rate_headers, gateway_middleware
 from proxy.handlers.middleware import error_middleware
-from proxy.keys import EMBEDDED, GATEWAY, METRICS, ROUTES, SESSIONS, SETTINGS, STORE, TURN_CONTEXTS, TURNS
+from proxy.keys import EMBEDDED, GATEWAY, METRICS, PAST_CONTEXTS, ROUTES, SESSIONS, SETTINGS, STORE, TURNS
 from proxy.metrics import Metrics
+from proxy.session_api import PastContexts, SessionAPI
+from proxy.sessions.derived import DerivedSessions
+from proxy.sessions.paths import PathCache
 from proxy.store import EmbeddedRedis, Store
-from proxy.turn import PendingWrites, SessionAPI, TurnDeps, TurnService
+from proxy.turn import PendingWrites, TurnDeps, TurnService
 from proxy.turn.builder import Builders
-from proxy.turn.derived import DerivedSessions
-from proxy.turn.turn_context import TurnContexts
 from proxy.upstream import Routes
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
@@ -115,7 +115,7 @@ def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks
         app[METRICS].cache = deps.paths
         app[TURNS] = TurnService(deps)
         app[SESSIONS] = SessionAPI(deps.store, deps.paths, deps.tokens, settings=settings, events=deps.events)
-        app[TURN_CONTEXTS] = TurnContexts(deps.store, deps.tokens, deps.limits, settings.context)
+        app[PAST_CONTEXTS] = PastContexts(deps.store, deps.tokens, deps.limits, settings.context)
         yield
         await deps.jobs.close()
 

@@ -17,15 +17,15 @@ import orjson
 from proxy import __version__, logs, tracing
 from proxy.app import create_app
 from proxy.config import LOG_FORMATS, Settings, config_file, load_settings, with_overrides
-from proxy.context.cache import PathCache
 from proxy.errors import ConfigError, ProxyError
 from proxy.events import EventBus
 from proxy.gateway import Gateway
 from proxy.serving import run_app
+from proxy.session_api.clear import clear_context
 from proxy.sessions import Identity, tenant_of
+from proxy.sessions.paths import PathCache
 from proxy.sessions.view import session_view
 from proxy.store import EmbeddedRedis, EmbeddedServerError, SessionKeys, Store, running_server_url
-from proxy.turn.clear import clear_context
 from proxy.workers import serve_workers
 
 

@@ -8,10 +8,10 @@ from proxy.config import Settings
 from proxy.gateway import Admission, Gateway, Principal
 from proxy.metrics import Metrics
 from proxy.metrics_peers import MetricPeers
+from proxy.session_api import PastContexts, SessionAPI
 from proxy.store import EmbeddedRedis, Store
-from proxy.turn import SessionAPI, TurnService
+from proxy.turn import TurnService
 from proxy.turn.facts import TurnFacts
-from proxy.turn.turn_context import TurnContexts
 from proxy.upstream import Routes
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -23,7 +23,7 @@ ROUTES = web.AppKey("routes", Routes)
 GATEWAY = web.AppKey("gateway", Gateway)
 TURNS = web.AppKey("turns", TurnService)
 SESSIONS = web.AppKey("sessions", SessionAPI)
-TURN_CONTEXTS = web.AppKey("turn_contexts", TurnContexts)
+PAST_CONTEXTS = web.AppKey("past_contexts", PastContexts)
 PEERS = web.AppKey("peers", MetricPeers)
 """Set only in a worker of `serve --workers N`: `/metrics` then answers for every worker."""
 

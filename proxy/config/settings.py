@@ -13,6 +13,7 @@ from proxy.config.checks import (
     HANDOFF_PROMPT,
     LOG_FORMATS,
     SPLITS,
+    UPSTREAM_APIS,
     USAGE_PREFERENCES,
     key_name_problem,
     worker_count,
@@ -39,6 +40,8 @@ class UpstreamSettings:
     """The longest silence allowed while waiting for an answer's headers or its next bytes."""
     connect_timeout_s: float = checks.checked(checks.positive, 10.0)
     max_connections: int = checks.checked(checks.positive, 256)
+    api: str = checks.checked(checks.one_of(*UPSTREAM_APIS), "openai")
+    """The upstream's wire API (`proxy/dialects/`): `openai` (Chat Completions) or `anthropic` (Messages)."""
 
 
 @dataclass(frozen=True)
@@ -124,8 +127,11 @@ class ModelSettings:
     handoff: HandoffSettings | None = None
     fallbacks: tuple[str, ...] = ()
     """Models to try, in order, when this one's upstream fails before anything was relayed."""
+    max_tokens: int | None = checks.checked(checks.positive, None)
+    """The `max_tokens` an Anthropic upstream is sent when the request sets none (it requires one)."""
 
 
+DEFAULT_MAX_TOKENS = 4096
 _NO_OVERRIDES = ModelSettings()
 """What a model without a `context.models` entry gets (asked several times a request)."""
 
@@ -159,6 +165,10 @@ class ContextSettings:
 
     def for_model(self, model: str) -> ModelSettings:
         return self.models.get(model) or _NO_OVERRIDES
+
+    def max_tokens_for(self, model: str) -> int:
+        """The output limit an upstream that requires one (Anthropic's) is sent when the request has none."""
+        return self.for_model(model).max_tokens or DEFAULT_MAX_TOKENS
 
     def builder_for(self, model: str) -> str | None:
         override = self.for_model(model).builder
@@ -206,6 +216,7 @@ class RouteSettings:
     timeout_s: float = checks.checked(checks.positive, 600.0)
     read_timeout_s: float = checks.checked(checks.positive, 300.0)
     connect_timeout_s: float = checks.checked(checks.positive, 10.0)
+    api: str = checks.checked(checks.one_of(*UPSTREAM_APIS), "openai")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The team gateway: gateway keys, allow-lists, rpm/tpm limits and budgets across replicas.
 
-The HTTP edge (`proxy.gateway.middleware`) is imported by the app and the handlers
+The HTTP edge (`proxy.handlers.gateway`) is imported by the app and the handlers
 directly; this package's surface is what the rest of the proxy uses by value.
 """
 

@@ -19,9 +19,9 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from proxy import tracing
+from proxy.handlers.request_keys import PROXY_ERROR
 from proxy.keys import METRICS, REQUEST_ID, ROUTE_MODEL, TURN_FACTS
 from proxy.logs import Fields, short_tenant
-from proxy.turn.relay import PROXY_ERROR
 
 access_log = logging.getLogger("context_proxy.access")
 log = logging.getLogger("context_proxy")

@@ -1,7 +1,7 @@
-"""`POST /v1/chat/completions`: the managed path's HTTP edge.
+"""`POST /v1/chat/completions`: the Chat Completions door's HTTP edge.
 
 Parse and validate the body, pick the strategy, identify the caller, then hand the
-turn to `TurnService` (load, fit, forward) and let it relay and record.
+turn to `TurnService` (load, fit, forward) and relay it through the chat door.
 `X-Context-Strategy: off` skips all of it: a pure pass-through, not journaled.
 """
 
@@ -10,13 +10,15 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.context.tokens import request_overhead
-from proxy.gateway.middleware import admit, check_model, gate
+from proxy.dialects import CHAT_PATH, dialect_for
+from proxy.doors.chat import ChatDoor
+from proxy.handlers.gateway import admit, check_model, gate
 from proxy.handlers.passthrough import relay_raw
+from proxy.handlers.relay import relay_turn
 from proxy.handlers.request import parse_chat_request, read_body
 from proxy.keys import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
 from proxy.sessions import requested_session
 from proxy.turn import STRATEGY_HEADER, Caller, ChatRequest
-from proxy.turn.forward import CHAT_PATH
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -37,7 +39,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         principal.tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID], gate(request)
     )
     turn = await turns.begin(chat, caller, spec)
-    response = await turn.relay(request)
+    response = await relay_turn(request, turn, ChatDoor(include_usage=chat.include_usage))
     request[TURN_FACTS] = turn.facts()
     return response
 

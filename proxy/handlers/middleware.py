@@ -21,8 +21,9 @@ from aiohttp.typedefs import Handler
 from proxy.compaction.strategies import UnknownStrategy
 from proxy.context.budget import ContextTooLarge
 from proxy.errors import BadRequest, BudgetExceeded, NotFound, ProxyError
-from proxy.turn import SessionNotFound
-from proxy.turn.relay import RESPONSE_STARTED, note_error
+from proxy.handlers.relay import note_error
+from proxy.handlers.request_keys import RESPONSE_STARTED
+from proxy.session_api import SessionNotFound
 
 log = logging.getLogger("context_proxy")
 

@@ -6,10 +6,10 @@ import orjson
 from aiohttp import web
 
 from proxy.errors import BadRequest
-from proxy.keys import PRINCIPAL, SESSIONS, TURN_CONTEXTS
+from proxy.keys import PAST_CONTEXTS, PRINCIPAL, SESSIONS
+from proxy.session_api.past_context import NEXT
 from proxy.sessions import Identity
 from proxy.sessions.identity import validate_session_id
-from proxy.turn.turn_context import NEXT
 
 DEFAULT_COUNT_MODEL = "gpt-4o-mini"
 
@@ -63,5 +63,5 @@ async def show_turn_context(request: web.Request) -> web.Response:
         raise BadRequest(f"a turn is its seq number or {NEXT!r}, got {raw!r}", param="seq")
     seq = None if raw == NEXT else int(raw)
     return web.json_response(
-        await request.app[TURN_CONTEXTS].context(_identity(request), seq, request.query.get("model"))
+        await request.app[PAST_CONTEXTS].context(_identity(request), seq, request.query.get("model"))
     )

@@ -1,15 +1,15 @@
-"""A managed turn's lifecycle: load and reconcile, fit under budget, forward, relay, record.
+"""A managed turn's lifecycle: load and reconcile, fit under budget, forward, fall back,
+tool rounds, record.
 
-`TurnService` runs it with the dependencies of one `TurnDeps` built at start-up;
-`SessionAPI` answers the session endpoints from the same store and caches.
+`TurnService` runs it with the dependencies of one `TurnDeps` built at start-up; the
+turn never knows which door (`proxy/doors/`) its request came through.
 """
 
+from proxy.context.model import ChatRequest
 from proxy.turn.active import STRATEGY_HEADER, ActiveTurn
 from proxy.turn.pending import PendingWrites
 from proxy.turn.plan import Caller, TurnDeps
-from proxy.turn.request import ChatRequest
 from proxy.turn.service import TurnService
-from proxy.turn.session_api import SessionAPI, SessionNotFound
 
 __all__ = [
     "STRATEGY_HEADER",
@@ -17,8 +17,6 @@ __all__ = [
     "Caller",
     "ChatRequest",
     "PendingWrites",
-    "SessionAPI",
-    "SessionNotFound",
     "TurnDeps",
     "TurnService",
 ]

@@ -1,25 +1,24 @@
-"""A turn whose request went upstream: relay the answer, record it, start background work.
+"""A turn whose request went upstream: its answer, its record, its background work.
 
-The answer is relayed to the client as it comes; the turn is journaled before the
-client sees its end (`recorder.py`), and a deferred compaction starts once it is done.
+The HTTP edge relays `answer` to the client through its door (`proxy/handlers/relay.py`),
+calls `record` with how it ended before the client sees its end (`recorder.py`), and
+`finished` once it is done, which starts a deferred compaction.
 """
 
 from __future__ import annotations
 
 import logging
 
-from aiohttp import web
-
 from proxy.compaction import Fitted
 from proxy.context.budget import Budget
+from proxy.context_tools.rounds import ToolRounds
 from proxy.gateway import Admission
 from proxy.sessions import TurnDraft
 from proxy.turn.background import background_job
 from proxy.turn.facts import TurnFacts, fitting
+from proxy.turn.outcome import Outcome
 from proxy.turn.plan import Plan, TurnDeps
 from proxy.turn.recorder import TurnRecorder
-from proxy.turn.relay import Outcome, StreamRelay, relay_json
-from proxy.turn.rounds import ToolRounds
 from proxy.upstream import Answer
 
 log = logging.getLogger("context_proxy.turn")
@@ -39,11 +38,11 @@ class ActiveTurn:
         self._plan = plan
         self._fitted = fitted
         self._budget = budget
-        self._answer = answer
         self._rounds = rounds
         self.sent_tokens = fitted.tokens + sum(plan.new_tokens) + plan.overhead + extra_tokens
         self.window_id = fitted.history.window.current
-        self._outcome: Outcome | None = None
+        self.answer = answer
+        self._recorder = self._new_recorder()
 
     def response_headers(self) -> dict[str, str]:
         return {
@@ -54,27 +53,32 @@ class ActiveTurn:
             "X-Request-Id": self._plan.caller.request_id,
         }
 
-    async def relay(self, request: web.Request) -> web.StreamResponse:
-        """Relay the answer; the turn is journaled before the client sees its end."""
-        plan, recorder = self._plan, self._recorder()
-        try:
-            if plan.chat.stream:
-                relay = StreamRelay(self._answer, include_usage=plan.chat.include_usage)
-                response = await relay.run(request, self.response_headers(), before_end=recorder.record)
-            else:
-                response, outcome = await relay_json(request, self._answer, self.response_headers())
-                await recorder.record(outcome)
-        finally:
-            await recorder.record(Outcome("canceled"))
-            self._outcome = recorder.outcome
+    @property
+    def stream(self) -> bool:
+        return self._plan.chat.stream
+
+    @property
+    def session(self) -> str:
+        return self._plan.conversation.identity.session
+
+    @property
+    def seq(self) -> int | None:
+        """The turn's number in the session's journal, once it is recorded."""
+        return self._recorder.seq
+
+    async def record(self, outcome: Outcome) -> None:
+        """Journal the turn as it ended; later calls do nothing."""
+        await self._recorder.record(outcome)
+
+    def finished(self) -> None:
+        """The answer is relayed: log it, and start the compaction it deferred."""
         self._log()
         if self._fitted.deferred:
             self._start_background()
-        return response
 
     def facts(self) -> TurnFacts:
         """What this turn was, for the access log, the metrics and the trace."""
-        plan, outcome = self._plan, self._outcome
+        plan, outcome = self._plan, self._recorder.outcome
         prompt, completion = TurnFacts.usage_of(outcome.usage if outcome else None)
         return TurnFacts(
             session=plan.conversation.identity.session,
@@ -86,10 +90,10 @@ class ActiveTurn:
             prompt_tokens=prompt,
             completion_tokens=completion,
             compaction=fitting(self._fitted),
-            upstream_s=self._answer.seconds,
+            upstream_s=self.answer.seconds,
         )
 
-    def _recorder(self) -> TurnRecorder:
+    def _new_recorder(self) -> TurnRecorder:
         d, plan = self._deps, self._plan
         reconciled = plan.conversation.reconciled
         draft = TurnDraft(

@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable
 from proxy.compaction import Landing
 from proxy.compaction.strategies import CompactionInput, Strategy, StrategyError, Summarizer
 from proxy.context.budget import Budget
-from proxy.context.cache import PathCache
 from proxy.context.tokens import Encoder
 from proxy.context.window import archive_uri
 from proxy.sessions import Identity
+from proxy.sessions.paths import PathCache
 from proxy.store import Store
 from proxy.turn.claim import CompactionClaim
 from proxy.turn.conversation import load_conversation

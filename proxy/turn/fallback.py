@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from proxy.context.model import ChatRequest
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
-from proxy.turn.request import ChatRequest
-from proxy.upstream import UpstreamResponse
+from proxy.upstream import Answer
 
-Attempt = UpstreamResponse | UpstreamUnavailable | UpstreamTimeout
+Attempt = Answer | UpstreamUnavailable | UpstreamTimeout
 """What one forward came to: an answer (not read yet), or the upstream could not be reached in time."""
 
 
@@ -31,7 +31,7 @@ def fallback_reason(attempt: Attempt) -> str | None:
 
 def discard(attempt: Attempt) -> None:
     """Drop a failed answer's connection: the client will see the fallback's answer instead."""
-    if isinstance(attempt, UpstreamResponse):
+    if not isinstance(attempt, UpstreamUnavailable | UpstreamTimeout):
         attempt.close()
 
 

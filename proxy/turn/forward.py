@@ -1,34 +1,27 @@
-"""Sending a composed request upstream, and reading a refusal that names the model's window.
-
-The upstream body is the client's own with the composed messages spliced in (the
-composed part is already serialized, so the rest of the body is serialized once and
-joined); a streamed request always asks for `include_usage`, so the usage of every
-answer can be fed back.
-"""
+"""Sending a composed request upstream in its route's dialect, and reading a refusal that
+names the model's window."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import orjson
 
+from proxy.context.model import ChatRequest
+from proxy.dialects import dialect_for
 from proxy.errors import ProxyError
-from proxy.turn.request import ChatRequest
-from proxy.upstream import UpstreamClient, UpstreamResponse
-
-CHAT_PATH = "/v1/chat/completions"
+from proxy.upstream import Answer, UpstreamClient
 
 
-def upstream_body(chat: ChatRequest, messages_json: bytes) -> bytes:
-    """The client's body with the composed messages spliced in; streams always ask for usage."""
-    rest = {k: v for k, v in chat.body.items() if k != "messages"}
-    if chat.stream:
-        rest["stream_options"] = {**(chat.body.get("stream_options") or {}), "include_usage": True}
-    others = orjson.dumps(rest)
-    if others == b"{}":
-        return b"".join((b'{"messages":', messages_json, b"}"))
-    return b"".join((b'{"messages":', messages_json, b",", others[1:]))  # one copy of a large history
+@dataclass(frozen=True)
+class Sent:
+    answer: Answer
+    """Unread, and read as Chat Completions whatever the upstream's API."""
+    path: str
+    seconds: float
+    """From sending to the answer's headers."""
 
 
 async def forward(
@@ -39,19 +32,22 @@ async def forward(
     *,
     session_header: str,
     authorization: str | None,
-) -> tuple[UpstreamResponse, float]:
-    """Send the composed request; the answer (unread) and the seconds to its headers."""
+    default_max_tokens: int,
+) -> Sent:
+    """Send the composed request in the upstream's dialect."""
+    dialect = dialect_for(upstream.api)
+    outgoing = dialect.request(chat, messages_json, default_max_tokens=default_max_tokens)
     headers = upstream.headers_for(client_headers, session_header=session_header, authorization=authorization)
     headers["Content-Type"] = "application/json"
     headers.popall("Content-Encoding", None)  # the body is re-serialized, unencoded
     headers["Accept-Encoding"] = "identity"
     loop = asyncio.get_running_loop()
     started = loop.time()
-    answer = await upstream.send("POST", CHAT_PATH, headers=headers, body=upstream_body(chat, messages_json))
-    return answer, loop.time() - started
+    answer = await upstream.send("POST", outgoing.path, headers=headers, body=outgoing.body)
+    return Sent(dialect.answer(answer), outgoing.path, loop.time() - started)
 
 
-async def refusal_message(answer: UpstreamResponse) -> str | None:
+async def refusal_message(answer: Answer) -> str | None:
     """The message of a 400 refusal (where a too-long prompt names the model's window); None
     for any other answer, which is left unread for the relay."""
     if answer.status != 400:

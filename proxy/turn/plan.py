@@ -11,17 +11,17 @@ from proxy.compaction import BackgroundJobs, Landing
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer
 from proxy.config import Settings
-from proxy.context.cache import PathCache
 from proxy.context.limits import ModelLimits
+from proxy.context.model import ChatRequest
 from proxy.context.tokens import Encoder, TokenCounter
 from proxy.events import EventBus
 from proxy.gateway import Gate, no_gate
+from proxy.sessions.derived import DerivedSessions
+from proxy.sessions.paths import PathCache
 from proxy.store import Store
 from proxy.turn.builder import Builders
 from proxy.turn.conversation import Conversation
-from proxy.turn.derived import DerivedSessions
 from proxy.turn.pending import PendingWrites
-from proxy.turn.request import ChatRequest
 from proxy.types import Message
 from proxy.upstream import Routes
 

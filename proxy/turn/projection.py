@@ -13,8 +13,8 @@ from proxy.config import ContextSettings
 from proxy.context.clearing import ClearRules, clear_history, clear_new_input
 from proxy.context.compose import History
 from proxy.context.tokens import Encoder, count_message
+from proxy.session_api.feedback import with_preferred
 from proxy.store import SessionKeys, Store
-from proxy.turn.feedback import with_preferred
 from proxy.types import Message
 
 

@@ -17,15 +17,15 @@ turn before (a regenerated answer), which only the unextended path reaches cheap
 from __future__ import annotations
 
 from proxy import tracing
-from proxy.context.cache import PathCache
 from proxy.context.tokens import Encoder, TokenCounter, count_message
+from proxy.context_tools.rounds import ToolRounds
 from proxy.gateway import Admission, settle
 from proxy.sessions import Turn, TurnDraft, message_hash
+from proxy.sessions.derived import DerivedSessions
+from proxy.sessions.paths import PathCache
 from proxy.store import SessionKeys, Store
-from proxy.turn.derived import DerivedSessions
+from proxy.turn.outcome import Outcome
 from proxy.turn.pending import PendingWrites
-from proxy.turn.relay import Outcome
-from proxy.turn.rounds import ToolRounds
 from proxy.turn.status import cut_off
 
 
@@ -63,6 +63,8 @@ class TurnRecorder:
         self._recorded = False
         self.outcome: Outcome | None = None
         """The outcome the turn was journaled with, once it was."""
+        self.seq: int | None = None
+        """The turn's number in the journal, once it is written."""
 
     async def record(self, outcome: Outcome) -> None:
         """Journal the turn with this outcome; later calls do nothing."""
@@ -94,7 +96,7 @@ class TurnRecorder:
         if outcome.status == "completed" and isinstance(prompt_tokens, int):
             feedback = {"prompt": prompt_tokens, "local": self._sent_tokens, "window": draft.window}
             self._tokens.observe_usage(draft.model, reported=prompt_tokens, local=self._sent_tokens)
-        seq, parent, _ = await self._store.append_turn(
+        self.seq, parent, _ = await self._store.append_turn(
             self._keys,
             record,
             parent=self._parent,
@@ -104,7 +106,7 @@ class TurnRecorder:
             usage=feedback,
         )
         if self._paths is not None and self._parent is None and outcome.status == "completed":
-            self._paths.extend((self._keys.tenant, self._keys.session), parent, Turn.from_record(seq, record))
+            self._paths.extend((self._keys.tenant, self._keys.session), parent, Turn.from_record(self.seq, record))
         await settle(self._admission, outcome.status, outcome.usage)
         if self._derived is not None and outcome.status == "completed" and record["hashes"]:
             keys = self._keys

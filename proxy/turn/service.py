@@ -21,26 +21,26 @@ from proxy import tracing
 from proxy.compaction import Fitted, Landing, fit, make_summarizer
 from proxy.compaction.strategies import Summarizer, server_params, without_server
 from proxy.context.budget import Budget, ContextTooLarge, make_budget
+from proxy.context.model import ChatRequest
 from proxy.context.tokens import Encoder
 from proxy.context.window import archive_uri
-from proxy.errors import UpstreamTimeout, UpstreamUnavailable
+from proxy.context_tools.service import ContextTools, Prepared
+from proxy.errors import ProxyError, UpstreamTimeout, UpstreamUnavailable
 from proxy.events import FallbackUsed, UpstreamAnswered, WindowLearned
 from proxy.sessions import Identity, message_hash
+from proxy.sessions.derived import new_session_id
 from proxy.sessions.reconcile import split_leading
 from proxy.turn.active import ActiveTurn
 from proxy.turn.builder import build_context
 from proxy.turn.claim import CompactionClaim
-from proxy.turn.context_tools import ContextTools, Prepared
 from proxy.turn.conversation import Conversation, load_conversation
-from proxy.turn.derived import new_session_id
 from proxy.turn.facts import fitting
 from proxy.turn.fallback import Attempt, discard, fallback_reason, for_model
-from proxy.turn.forward import CHAT_PATH, forward, refusal_message
+from proxy.turn.forward import forward, refusal_message
 from proxy.turn.plan import Caller, Plan, TurnDeps
 from proxy.turn.projection import sent_history, sent_input
-from proxy.turn.request import ChatRequest
 from proxy.types import Message
-from proxy.upstream import UpstreamResponse
+from proxy.upstream import Answer
 
 
 class TurnService:
@@ -81,7 +81,7 @@ class TurnService:
         admission = await caller.gate(fitted.tokens + sum(plan.new_tokens) + plan.overhead + chat.max_output_tokens)
         attempt, prepared = await self._forward(plan, fitted, budget)
         if (
-            isinstance(attempt, UpstreamResponse)
+            not isinstance(attempt, ProxyError)
             and fitted.result is None
             and await self._window_learned(plan, attempt)
         ):
@@ -90,7 +90,7 @@ class TurnService:
             plan, fitted, budget = await self._fit_under_budget(plan)
             attempt, prepared = await self._forward(plan, fitted, budget)
         plan, fitted, budget, (attempt, prepared) = await self._fall_back(plan, fitted, budget, (attempt, prepared))
-        if not isinstance(attempt, UpstreamResponse):
+        if isinstance(attempt, ProxyError):
             raise attempt
         answer = attempt
         if not prepared.tools:
@@ -146,6 +146,7 @@ class TurnService:
             model=compression_model,
             authorization=caller.authorization,
             timeout_s=context.compression_timeout_s,
+            max_tokens=context.max_tokens_for(compression_model),
         )
 
     async def _load(self, caller: Caller, messages: list[Message]) -> Conversation:
@@ -280,22 +281,24 @@ class TurnService:
         except (UpstreamUnavailable, UpstreamTimeout) as exc:
             return exc, prepared
 
-    async def _send(self, plan: Plan, chat: ChatRequest, messages_json: bytes) -> UpstreamResponse:
+    async def _send(self, plan: Plan, chat: ChatRequest, messages_json: bytes) -> Answer:
         d = self.deps
+        upstream = d.routes.client_for(chat.model)
         with tracing.span("upstream", model=chat.model, stream=chat.stream) as span:
-            answer, seconds = await forward(
-                d.routes.client_for(chat.model),
+            sent = await forward(
+                upstream,
                 chat,
                 messages_json,
                 plan.caller.headers,
                 session_header=d.settings.sessions.header,
                 authorization=plan.caller.authorization,
+                default_max_tokens=d.settings.context.max_tokens_for(chat.model),
             )
-            span.set("http.response.status_code", answer.status)
-        d.events.emit(UpstreamAnswered(CHAT_PATH, answer.status, seconds, plan.caller.request_id))
-        return answer
+            span.set("http.response.status_code", sent.answer.status)
+        d.events.emit(UpstreamAnswered(sent.path, sent.answer.status, sent.seconds, plan.caller.request_id))
+        return sent.answer
 
-    async def _window_learned(self, plan: Plan, answer: UpstreamResponse) -> bool:
+    async def _window_learned(self, plan: Plan, answer: Answer) -> bool:
         """Whether the upstream refused the prompt as too long, naming a smaller window than assumed."""
         message = await refusal_message(answer)
         if message is None:

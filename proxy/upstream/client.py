@@ -28,6 +28,7 @@ HOP_BY_HOP = frozenset(
     )
 )  # fmt: skip
 _PROXY_HEADERS = frozenset({"x-context-strategy"})
+ANTHROPIC_VERSION = "2023-06-01"
 _READ_SIZE = 64 * 1024
 
 
@@ -75,10 +76,13 @@ class UpstreamResponse:
 
 
 class UpstreamClient:
-    def __init__(self, session: aiohttp.ClientSession, *, base_url: str, api_key: str) -> None:
+    def __init__(self, session: aiohttp.ClientSession, *, base_url: str, api_key: str, api: str = "openai") -> None:
         self._session = session
         self._base = base_url.rstrip("/")
         self._api_key = api_key
+        self.api = api
+        """The wire API this upstream speaks (`openai` or `anthropic`): how it is authorized, and
+        which dialect (`proxy/dialects/`) writes its requests."""
 
     @classmethod
     def create(
@@ -90,6 +94,7 @@ class UpstreamClient:
         connect_timeout_s: float,
         max_connections: int,
         read_timeout_s: float | None = None,
+        api: str = "openai",
     ) -> UpstreamClient:
         """`timeout_s` bounds a whole exchange; `read_timeout_s` any silence in it (a stalled stream)."""
         session = aiohttp.ClientSession(
@@ -98,7 +103,7 @@ class UpstreamClient:
             auto_decompress=False,
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
         )
-        return cls(session, base_url=base_url, api_key=api_key)
+        return cls(session, base_url=base_url, api_key=api_key, api=api)
 
     async def close(self) -> None:
         await self._session.close()
@@ -112,13 +117,25 @@ class UpstreamClient:
     ) -> CIMultiDict[str]:
         """Client headers less hop-by-hop and the proxy's own. Authorization is `authorization`
         (the client's own, outside gateway mode) or else this upstream's key: the client's
-        header itself never goes through, so a gateway key cannot reach the upstream."""
-        skip = HOP_BY_HOP | _PROXY_HEADERS | {session_header.lower(), "authorization"}
+        header itself (`Authorization`, or Anthropic's `x-api-key`) never goes through, so a
+        gateway key cannot reach the upstream."""
+        skip = HOP_BY_HOP | _PROXY_HEADERS | {session_header.lower(), "authorization", "x-api-key"}
         headers = CIMultiDict((k, v) for k, v in client_headers.items() if k.lower() not in skip)
         self._authorize(headers, authorization)
         return headers
 
     def _authorize(self, headers: CIMultiDict[str], authorization: str | None) -> None:
+        """OpenAI's `Authorization: Bearer`; an Anthropic upstream's `x-api-key` (and the
+        `anthropic-version` it requires, unless the client sent its own)."""
+        secret = authorization[7:].strip() if authorization and authorization[:7].lower() == "bearer " else None
+        if self.api == "anthropic":
+            headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
+            key = secret or self._api_key
+            if key:
+                headers["x-api-key"] = key
+            elif authorization:
+                headers["Authorization"] = authorization
+            return
         if authorization:
             headers["Authorization"] = authorization
         elif self._api_key:

@@ -22,24 +22,29 @@ class Completion:
     message: Message
     """The assistant message as a later request would send it back."""
     usage: JSONObject | None
+    finish_reason: str | None = None
 
 
 def parse_completion(body: bytes) -> Completion:
     try:
         parsed = orjson.loads(body)
-        raw = parsed["choices"][0]["message"]
+        choice = parsed["choices"][0]
+        raw = choice["message"]
         usage = parsed.get("usage")
+        finish = choice.get("finish_reason")
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise NotACompletion("upstream answer was not a chat completion") from exc
     if not isinstance(raw, dict):
         raise NotACompletion("upstream answer was not a chat completion")
-    return Completion(assistant_message(raw), usage if isinstance(usage, dict) else None)
+    return Completion(
+        assistant_message(raw), usage if isinstance(usage, dict) else None, finish if isinstance(finish, str) else None
+    )
 
 
 def assistant_message(raw: JSONObject) -> Message:
     """An answer's message (or a stream's assembled delta) as it goes into the journal."""
     message: Message = {"role": raw.get("role") or "assistant", "content": raw.get("content")}
-    for key in ("tool_calls", "refusal", "function_call"):
+    for key in ("tool_calls", "refusal", "function_call", "thinking_blocks"):
         if raw.get(key):
             message[key] = raw[key]
     audio = raw.get("audio")

@@ -31,6 +31,7 @@ class Routes:
                 read_timeout_s=route.read_timeout_s,
                 connect_timeout_s=route.connect_timeout_s,
                 max_connections=upstream.max_connections,
+                api=route.api,
             )
 
         default = client(upstream)

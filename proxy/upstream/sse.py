@@ -76,6 +76,8 @@ class StreamAssembler:
         self.usage: JSONObject | None = None
         self.finish_reason: str | None = None
         self.error: JSONObject | None = None
+        self.thinking_blocks: list[JSONObject] = []
+        """Anthropic's thinking blocks, each whole (a dialect sends one when it ends)."""
 
     def add(self, chunk: JSONObject) -> None:
         if "error" in chunk and isinstance(chunk["error"], dict):
@@ -95,6 +97,8 @@ class StreamAssembler:
             self.content.append(delta["content"])
         if delta.get("refusal"):
             self.refusal.append(delta["refusal"])
+        if delta.get("thinking_blocks"):
+            self.thinking_blocks.extend(delta["thinking_blocks"])
         for call in delta.get("tool_calls") or ():
             slot = self.tool_calls.setdefault(int(call.get("index", 0)), _ToolCall())
             slot.id = call.get("id") or slot.id
@@ -108,6 +112,8 @@ class StreamAssembler:
         message: Message = {"role": self.role, "content": "".join(self.content) or None}
         if self.refusal:
             message["refusal"] = "".join(self.refusal)
+        if self.thinking_blocks:
+            message["thinking_blocks"] = self.thinking_blocks
         if self.tool_calls:
             message["tool_calls"] = [
                 {"id": c.id, "type": c.type, "function": {"name": c.name, "arguments": "".join(c.arguments)}}

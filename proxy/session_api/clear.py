@@ -13,12 +13,12 @@ try again.
 from __future__ import annotations
 
 from proxy.compaction.strategies.base import lift_pinned
-from proxy.context.cache import PathCache
 from proxy.context.compose import History
 from proxy.context.window import Window, archive_uri
 from proxy.errors import Conflict
 from proxy.events import ContextCleared, EventBus
 from proxy.sessions import Identity
+from proxy.sessions.paths import PathCache
 from proxy.store import SessionKeys, Store
 from proxy.turn.conversation import load_conversation
 from proxy.types import JSONObject

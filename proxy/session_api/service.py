@@ -7,17 +7,17 @@ API returns, or raises `SessionNotFound`; the HTTP edge turns that into a 404.
 from __future__ import annotations
 
 from proxy.config import Settings
-from proxy.context.cache import PathCache
 from proxy.context.compose import compose_messages
 from proxy.context.tokens import TokenCounter, count_messages
 from proxy.context.window import archive_uri
 from proxy.events import EventBus
+from proxy.session_api.clear import clear_context
+from proxy.session_api.feedback import parse_feedback
 from proxy.sessions import Identity
+from proxy.sessions.paths import PathCache
 from proxy.sessions.view import session_view
 from proxy.store import SessionKeys, Store
-from proxy.turn.clear import clear_context
 from proxy.turn.conversation import load_conversation
-from proxy.turn.feedback import parse_feedback
 from proxy.turn.projection import sent_history
 from proxy.types import JSONObject
 

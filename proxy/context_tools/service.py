@@ -20,14 +20,14 @@ from proxy.compaction import Fitted
 from proxy.config import ContextSettings
 from proxy.context.budget import effective_tokens
 from proxy.context.compose import compose_json, compose_messages
+from proxy.context.model import ChatRequest
 from proxy.context.tokens import Encoder, request_overhead
+from proxy.context_tools import handoff
+from proxy.context_tools.resolver import ToolResolver
+from proxy.context_tools.rounds import ToolRounds
+from proxy.context_tools.tools import ProxyTools, offer, with_tools
 from proxy.events import EventBus, HandoffNoticed, ToolRound, ToolsShadowed
 from proxy.store import SessionKeys, Store
-from proxy.turn import handoff
-from proxy.turn.request import ChatRequest
-from proxy.turn.resolver import ToolResolver
-from proxy.turn.rounds import ToolRounds
-from proxy.turn.tools import ProxyTools, offer, with_tools
 from proxy.types import JSONObject, Message
 from proxy.upstream import Answer
 

@@ -29,8 +29,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 import orjson
 from multidict import CIMultiDict
 
-from proxy.turn.resolver import ToolResolver
-from proxy.turn.tools import ProxyTools, add_usage, client_message, round_messages, split_calls
+from proxy.context_tools.resolver import ToolResolver
+from proxy.context_tools.tools import ProxyTools, add_usage, client_message, round_messages, split_calls
 from proxy.types import JSONObject, Message
 from proxy.upstream import Answer, SSEEvent, SSEParser, StreamAssembler, is_usage_only, parse_chunk
 from proxy.upstream.completion import assistant_message, error_of

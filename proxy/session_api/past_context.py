@@ -15,16 +15,16 @@ from __future__ import annotations
 from proxy.config import ContextSettings
 from proxy.context.limits import ModelLimits
 from proxy.context.tokens import TokenCounter
+from proxy.session_api.replay import Replay, replay_next, replay_turn
+from proxy.session_api.service import SessionNotFound
 from proxy.sessions import Identity
-from proxy.sessions.replay import Replay, replay_next, replay_turn
 from proxy.store import SessionKeys, Store
-from proxy.turn.session_api import SessionNotFound
 from proxy.types import JSONObject
 
 NEXT = "next"
 
 
-class TurnContexts:
+class PastContexts:
     def __init__(self, store: Store, tokens: TokenCounter, limits: ModelLimits, context: ContextSettings) -> None:
         self._store = store
         self._tokens = tokens

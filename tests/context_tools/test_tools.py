@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.config import HandoffSettings, ToolSettings
-from proxy.turn import handoff
-from proxy.turn.tools import (
+from proxy.context_tools.tools import (
     NEW_CONTEXT,
     RECALL,
     add_usage,
@@ -16,6 +15,7 @@ from proxy.turn.tools import (
     split_calls,
     with_tools,
 )
+from proxy.context_tools import handoff
 
 
 def call(name: str, id_: str = "c1") -> dict[str, Any]:

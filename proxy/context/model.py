@@ -1,0 +1,96 @@
+"""The core's conversation model: Chat Completions, with a few marks for other wire APIs.
+
+Every door (`proxy/doors/`) turns its API's request into a `ChatRequest`, and every dialect
+(`proxy/dialects/`) turns a `ChatRequest` into its upstream's API; in between, the journal,
+composition, token counting and the strategies see only this model:
+
+- the request is a Chat Completions body (`model`, `messages`, `tools`, `tool_choice`,
+  `max_completion_tokens` / `max_tokens`, `stream`, ...); fields the core does not read travel
+  in the body untouched, for the upstream to judge;
+- messages are Chat Completions messages (`system`, `developer`, `user`, `assistant` with
+  `tool_calls`, `tool` with `tool_call_id`), content a string or a list of parts;
+- the answer is a `chat.completion` or a stream of `chat.completion.chunk`s ending with a
+  usage-only chunk; usage is OpenAI's (`prompt_tokens`, `completion_tokens`, ...).
+
+What another API needs and Chat Completions has no place for travels in these marks, and
+nowhere else (`strip_marks` removes them for an OpenAI-compatible upstream):
+
+- a content part may carry Anthropic's `cache_control`;
+- an assistant message may carry `thinking_blocks` (Anthropic's `thinking` / `redacted_thinking`
+  blocks, verbatim, signatures included) and `reasoning_content` (the reasoning as text);
+- a `tool` message may carry `is_error`;
+- a content part of type `document` is an Anthropic document block;
+- the body may carry `anthropic`: Messages parameters with no Chat Completions equivalent
+  (`top_k`, `thinking`, `metadata`, `context_management`, ...);
+- usage may carry `cache_creation_input_tokens` and `cache_read_input_tokens`;
+- a stream's delta may carry `reasoning_content` and `thinking_blocks` (complete blocks);
+  a choice may carry `stop_sequence`.
+
+An assistant message is kept in one normal form whatever door it came through or went out
+of, so that a message a client sends back is the one the journal recorded: `content` a
+string when its text is one block (a list of text parts when several, null when none),
+`tool_calls` with JSON-string arguments, thinking in `thinking_blocks`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxy.types import JSONObject, Message
+
+MESSAGE_MARKS = ("thinking_blocks", "reasoning_content", "is_error")
+"""Message fields of the core that no OpenAI-compatible upstream accepts."""
+_FOREIGN_PARTS = frozenset({"thinking", "redacted_thinking", "document"})
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """The core's request: a Chat Completions body, parsed and validated by its door."""
+
+    body: JSONObject
+    raw: bytes
+    """The body as the client sent it (Chat Completions clients): what `X-Context-Strategy: off` forwards."""
+    model: str
+    messages: list[Message]
+    stream: bool
+    include_usage: bool
+    marked: bool = False
+    """The messages may carry Anthropic's marks (`cache_control` on parts): the request came
+    through a door that makes them, so an OpenAI-compatible upstream must not see them."""
+
+    @property
+    def max_output_tokens(self) -> int:
+        value = self.body.get("max_completion_tokens") or self.body.get("max_tokens")
+        return int(value) if isinstance(value, int) else 0
+
+
+def has_marks(messages_json: bytes) -> bool:
+    """Whether serialized messages may hold a mark (a cheap scan; `strip_marks` then decides)."""
+    return b'"thinking_blocks"' in messages_json or b'"is_error"' in messages_json or (
+        b'"reasoning_content"' in messages_json
+    )
+
+
+def strip_marks(messages: list[Message], *, parts: bool) -> list[Message]:
+    """The messages as an OpenAI-compatible upstream takes them: message marks dropped, and
+    with `parts`, `cache_control` and Anthropic-only parts too (a message left with no part
+    gets an empty text)."""
+    out = []
+    for message in messages:
+        if not isinstance(message, dict):
+            out.append(message)
+            continue
+        if any(mark in message for mark in MESSAGE_MARKS):
+            message = {k: v for k, v in message.items() if k not in MESSAGE_MARKS}
+        content = message.get("content")
+        if parts and isinstance(content, list):
+            kept = [_plain_part(p) for p in content if not (isinstance(p, dict) and p.get("type") in _FOREIGN_PARTS)]
+            message = {**message, "content": kept or ""}
+        out.append(message)
+    return out
+
+
+def _plain_part(part: object) -> object:
+    if isinstance(part, dict) and "cache_control" in part:
+        return {k: v for k, v in part.items() if k != "cache_control"}
+    return part

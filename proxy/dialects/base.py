@@ -1,0 +1,28 @@
+"""What a dialect is: one request written in its API, one answer read back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from proxy.context.model import ChatRequest
+from proxy.upstream import Answer, UpstreamResponse
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    path: str
+    """The upstream path under its base URL, as `/v1/...`."""
+    body: bytes
+
+
+class Dialect(Protocol):
+    def request(self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int) -> Outgoing:
+        """The composed request (`chat` with its messages serialized as `messages_json`) in this API;
+        `default_max_tokens`: the output limit to send when the API requires one and the request has none."""
+        ...
+
+    def answer(self, response: UpstreamResponse) -> Answer:
+        """The upstream's answer (unread), read as a Chat Completions answer: a completion, a stream
+        of chunks ending with a usage-only chunk and `[DONE]`, or OpenAI's error JSON."""
+        ...
