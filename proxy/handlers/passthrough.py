@@ -4,26 +4,38 @@ Method, query, headers (less hop-by-hop ones) and body go out streamed (a JSON b
 is read first: its `model` picks the route); status, headers and body come back
 streamed, unchanged. The client's Authorization is kept outside gateway mode; a client
 with none, and every client in gateway mode, gets the route's key.
+
+A body goes up in the `Content-Encoding` it came in, whatever that is: the upstream
+judges it, as it would without the proxy (an upstream that reads zstd gets zstd). The
+proxy reads gzip and deflate itself only to find a JSON body's model. When routes are
+configured and the encoding hides the model (one the proxy cannot read, or data that
+is not what its encoding says), the body is refused in OpenAI's shape (415
+`unsupported_content_encoding`, 400 `invalid_content_encoding`) rather than sent to
+the default upstream, with its key, when its model may belong to another route.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.gateway.middleware import read_model
+from proxy.handlers.encoding import decode_body
+from proxy.handlers.gateway import read_model
+from proxy.handlers.relay import start_stream
 from proxy.keys import PRINCIPAL, ROUTE_MODEL, ROUTES, SETTINGS
-from proxy.turn.relay import start_stream
 from proxy.upstream import UpstreamResponse
 
 
 async def passthrough(request: web.Request) -> web.StreamResponse:
     model, raw = await read_model(request)
+    settings = request.app[SETTINGS]
     if model is not None:
         request[ROUTE_MODEL] = model
+    elif raw is not None and settings.routes:  # refused if its encoding is what hides its model
+        decode_body(raw, request.headers.get("Content-Encoding"), int(settings.server.max_body_mb * 1024 * 1024))
     upstream = request.app[ROUTES].client_for(model)
     headers = upstream.headers_for(
         request.headers,
-        session_header=request.app[SETTINGS].sessions.header,
+        session_header=settings.sessions.header,
         authorization=request[PRINCIPAL].upstream_authorization,
     )
     body = raw if raw is not None else request.content if request.body_exists else None
