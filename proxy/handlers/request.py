@@ -19,6 +19,7 @@ from proxy.turn import ChatRequest
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _NEEDS_CONTENT = ("system", "developer", "user", "tool")
 _PLAIN_ROLES = frozenset(("system", "developer", "user", "assistant"))
+_SHOWN_CHARS = 60
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
@@ -87,7 +88,7 @@ def _check_message(message: Any, where: str) -> None:
     role = message.get("role")
     if role not in ROLES:
         raise BadRequest(
-            f"'{where}.role' must be one of {', '.join(ROLES)}, got {role!r}",
+            f"'{where}.role' must be one of {', '.join(ROLES)}, got {_shown(role)}",
             param=f"{where}.role",
             code="invalid_value",
         )
@@ -118,6 +119,12 @@ def _check_message(message: Any, where: str) -> None:
     for key in ("name", "tool_call_id"):
         if key in message and not isinstance(message[key], str):
             raise BadRequest(f"'{where}.{key}' must be a string", param=f"{where}.{key}")
+
+
+def _shown(value: Any) -> str:
+    """A client's value in an error message, cut short (a role can be a megabyte of JSON)."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "…"
 
 
 def _check_tool_call(call: Any, where: str) -> None:

@@ -44,6 +44,12 @@ def test_a_role_of_any_other_type_is_a_400(role: Any) -> None:
     assert _parse({"model": "m", "messages": [{"role": role, "content": "hi"}]}) == "messages[0].role"
 
 
+def test_a_huge_role_is_shown_short_in_the_error() -> None:
+    with pytest.raises(BadRequest) as refused:
+        parse_chat_request(orjson.dumps({"model": "m", "messages": [{"role": ["x" * 100_000], "content": "hi"}]}))
+    assert len(str(refused.value)) < 200 and str(refused.value).endswith("got ['xxxxxxx" + "x" * 51 + "…")
+
+
 @pytest.mark.parametrize("tools", [1, True, "f", {"type": "function"}])
 def test_tools_that_are_not_an_array_are_a_400(tools: Any) -> None:
     """The proxy may add its own tools to the client's: they must be an array."""
