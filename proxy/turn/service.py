@@ -80,11 +80,7 @@ class TurnService:
         plan, fitted, budget = await self._fit_under_budget(plan)
         admission = await caller.gate(fitted.tokens + sum(plan.new_tokens) + plan.overhead + chat.max_output_tokens)
         attempt, prepared = await self._forward(plan, fitted, budget)
-        if (
-            not isinstance(attempt, ProxyError)
-            and fitted.result is None
-            and await self._window_learned(plan, attempt)
-        ):
+        if not isinstance(attempt, ProxyError) and fitted.result is None and await self._window_learned(plan, attempt):
             attempt.close()
             plan = replace(plan, strategy=without_server(plan.strategy))  # server(x): x compacts now
             plan, fitted, budget = await self._fit_under_budget(plan)
@@ -180,7 +176,9 @@ class TurnService:
         """Check the budget, compact if the strategy says so, and land what happened.
 
         One compaction per session at a time: a request that finds another compacting
-        waits for it, reloads the session (its window has moved on) and fits that."""
+        waits for it, reloads the session (its window has moved on) and fits that. One that
+        cannot get the claim in time goes as it is if that fits the window, else it is refused
+        (`ContextTooLarge`): it never goes out over the window."""
         d = self.deps
         claim = CompactionClaim(d.store, plan.conversation.keys.compaction_lock, self._claim_ttl_s)
         with tracing.span("compaction", strategy=plan.strategy.name) as span:
@@ -192,6 +190,8 @@ class TurnService:
                     plan = await self._reload(plan)
                     budget = self._budget(plan)
                     fitted = await self._fit(plan, budget, claim)
+                    if fitted.contended:  # the wait timed out and the other still holds the claim
+                        budget.require_fit(fitted.tokens + sum(plan.new_tokens))
                 conversation = plan.conversation
                 await plan.landing.settle(fitted, conversation.stored_window, conversation.breaker, plan.strategy.name)
                 if plan.forced:
