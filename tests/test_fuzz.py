@@ -6,13 +6,17 @@ answers with `X-Fake-Upstream`), every 4xx the proxy makes is in OpenAI's error 
 and the proxy still answers `/healthz`. A valid body is answered 200 by the upstream:
 the proxy never makes it into one the upstream refuses. The proxy and the fake upstream
 run on their own event loop in a thread; the client is a raw HTTP connection, so any
-bytes and headers can be sent. `CONTEXT_PROXY_FUZZ_EXAMPLES` sets the number of examples
-(100 for each of the two tests by default).
+bytes and headers can be sent. A third test puts every JSON type (null, bool, number,
+string, array, object) into every field of the request, of a message, of a content part
+and of a tool call, at any depth, on every managed route: the path with and without a
+session in it, with and without `X-Session-Id`. `CONTEXT_PROXY_FUZZ_EXAMPLES` sets the
+number of examples (100 for each test by default).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import http.client
 import json
 import math
@@ -355,3 +359,117 @@ def test_a_broken_request_is_refused_cleanly(
         headers = {**headers, "X-Session-Id": session}
     answer = _send(live, _path(session) if in_path else "/v1/chat/completions", raw, headers)
     _check(live, answer)
+
+
+# Every field the proxy or the schema knows, by the kind of object it sits on; `typed_body`
+# puts a value of any JSON type into one of them, or into any node already in the body.
+FIELDS = {
+    "body": ("model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "tools",
+             "tool_choice", "n", "functions", "temperature", "user", "metadata", "stop", "response_format",
+             "parallel_tool_calls", "seed", "logprobs"),
+    "message": ("role", "content", "name", "tool_call_id", "tool_calls", "pinned", "refusal", "function_call",
+                "audio"),
+    "part": ("type", "text", "image_url"),
+    "call": ("id", "type", "function"),
+    "function": ("name", "arguments"),
+    "stream_options": ("include_usage",),
+}  # fmt: skip
+
+
+_DEPTH = 12
+"""How deep `typed_body` reaches: past the schema's deepest field (a tool call's function's
+arguments are 5 levels down), into values it put there itself."""
+
+
+def _nested(depth: int) -> Any:
+    """An array `depth` levels deep (orjson reads 1024 levels but writes only 254)."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+of_type = st.sampled_from(["null", "bool", "number", "string", "array", "object"]).flatmap(
+    lambda kind: {
+        "null": st.none(),
+        "bool": st.booleans(),
+        "number": st.one_of(st.integers(), st.floats(allow_nan=False), st.sampled_from([0, -1, 2**63, 1e308])),
+        "string": st.one_of(text, st.sampled_from(["", "user", "assistant", "tool", "text", "function", "call_1"])),
+        "array": st.one_of(st.lists(json_value, max_size=3), st.integers(250, 600).map(_nested)),
+        "object": st.dictionaries(st.one_of(text, st.sampled_from([k for ks in FIELDS.values() for k in ks])),
+                                  json_value, max_size=3),
+    }[kind]
+)  # fmt: skip
+
+
+def _kind(path: tuple[Any, ...]) -> str | None:
+    """Which kind of object a path in a chat body leads to (None: one the schema does not name)."""
+    if not path:
+        return "body"
+    if path == ("stream_options",):
+        return "stream_options"
+    if len(path) == 2 and path[0] == "messages":
+        return "message"
+    if len(path) == 4 and path[0] == "messages" and path[2] == "content":
+        return "part"
+    if len(path) == 4 and path[0] == "messages" and path[2] == "tool_calls":
+        return "call"
+    if len(path) == 5 and path[0] == "messages" and path[2] == "tool_calls" and path[4] == "function":
+        return "function"
+    return None
+
+
+def _places(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every node of a JSON value (its own path first) down to `_DEPTH`, and every field its kind may have."""
+    yield path
+    if len(path) >= _DEPTH:
+        return
+    if isinstance(value, dict):
+        for key in sorted({*value, *FIELDS.get(_kind(path) or "", ())}):
+            yield from _places(value.get(key), (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _places(item, (*path, index))
+
+
+def _put(body: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    *parents, last = path
+    node = body
+    for step in parents:
+        node = node[step]
+    node[last] = value
+    return body
+
+
+@st.composite
+def typed_body(draw: st.DrawFn) -> Any:
+    """A valid body with 1 to 3 places (at any depth) given a value of a drawn JSON type."""
+    body: Any = copy.deepcopy(draw(valid_body()))  # its strategies may hand out shared values (`st.just`)
+    if draw(st.booleans()):  # a tool call and a content part to reach into
+        body["messages"].insert(0, {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})  # fmt: skip
+        body["messages"].insert(0, {"role": "user", "content": [{"type": "text", "text": "hi"}]})
+    for _ in range(draw(st.integers(1, 3))):
+        places = [p for p in _places(body) if p or draw(st.integers(0, 50)) == 0]
+        if not places:
+            break
+        path = draw(st.sampled_from(places))
+        try:
+            body = _put(body, path, draw(of_type))
+        except (KeyError, IndexError, TypeError):  # an earlier change took the path away
+            continue
+    return body
+
+
+ROUTES = ["path", "path+header", "session path", "session path+header"]
+
+
+@pytest.mark.timeout(max(600, EXAMPLES))
+@fuzz
+@given(body=typed_body(), route=st.sampled_from(ROUTES), session=st.from_regex(r"fz-[a-z0-9]{1,12}", fullmatch=True))
+def test_any_json_type_in_any_field_is_never_a_proxy_5xx(live: Live, body: Any, route: str, session: str) -> None:
+    headers = {"X-Session-Id": session} if route.endswith("+header") else {}
+    path = _path(session if route.startswith("session") else None)
+    _check(live, _send(live, path, json.dumps(body).encode(), headers))
