@@ -5,7 +5,8 @@
 and the translated input) and the state fields the door glue resolves. The answer goes back
 through `output_items`, `usage_of` and `response_object`, or, streamed, through
 `ResponseStream`. The rest serves the retrieval endpoints: `input_items_of`, `item_list`,
-`conversation_object`, `parse_conversation_create`, `parse_conversation_items`.
+`conversation_object`, `parse_conversation_create`, `parse_conversation_update`,
+`parse_conversation_items`.
 
 The core keeps messages only (`_input` says how each input item maps); no I/O here.
 """
@@ -17,12 +18,14 @@ from proxy.doors.responses_codec._lists import (
     item_list,
     parse_conversation_create,
     parse_conversation_items,
+    parse_conversation_update,
 )
 from proxy.doors.responses_codec._output import input_items_of, output_items, response_object, usage_of
 from proxy.doors.responses_codec._request import ResponsesCall, parse_request
-from proxy.doors.responses_codec._stream import ResponseStream
+from proxy.doors.responses_codec._stream import INCOMPLETE_REASONS, ResponseStream
 
 __all__ = [
+    "INCOMPLETE_REASONS",
     "MAX_ITEMS",
     "ResponseStream",
     "ResponsesCall",
@@ -32,6 +35,7 @@ __all__ = [
     "output_items",
     "parse_conversation_create",
     "parse_conversation_items",
+    "parse_conversation_update",
     "parse_metadata",
     "parse_request",
     "response_object",

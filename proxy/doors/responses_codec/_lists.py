@@ -70,6 +70,14 @@ def parse_conversation_create(body: object) -> tuple[list[Message], JSONObject |
     return (_items(items, "items") if items is not None else []), metadata(fields.get("metadata"))
 
 
+def parse_conversation_update(body: object) -> JSONObject:
+    """`POST /v1/conversations/{id}`: `{"metadata": {...}}` (required) -> the new metadata."""
+    fields = obj(body, "", frozenset({"metadata"}))
+    if fields.get("metadata") is None:
+        raise missing("metadata")
+    return metadata(fields["metadata"]) or {}
+
+
 def parse_conversation_items(body: object) -> list[Message]:
     """`POST /v1/conversations/{id}/items`: `{"items": [...]}`, at most 20, as core messages."""
     fields = obj(body, "", frozenset({"items"}))

@@ -1,0 +1,115 @@
+"""The Responses API's state beside the journal: stored Response objects and conversations.
+
+A stored response holds what continuing it needs (the conversation it answered, as core
+messages, and its answer) besides the Response object that retrieval shows; a conversation
+holds its metadata, the latest response made in it and the items added since. Each is one
+JSON string under the caller's tenant, expiring with the sessions (`sessions.ttl_s`):
+
+- `cp:resp:<tenant>:<response id>`
+- `cp:conv:<tenant>:<conversation id>`
+
+Every call is one command on one key, so no hash tag is needed on a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+import orjson
+
+from proxy.store.connection import Client, mapped
+from proxy.store.keys import PREFIX
+from proxy.store.redis_store import Store
+from proxy.types import JSONObject, Message
+
+
+def response_key(tenant: str, response_id: str) -> str:
+    return f"{PREFIX}:resp:{tenant}:{response_id}"
+
+
+def conversation_key(tenant: str, conversation_id: str) -> str:
+    return f"{PREFIX}:conv:{tenant}:{conversation_id}"
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    session: str
+    seq: int | None
+    """The response's turn in the session's journal."""
+    input: list[Message]
+    """The conversation the response answered (earlier turns, then the request's own input),
+    without the request's instructions."""
+    own: int
+    """Where the request's own input starts in `input`."""
+    output: Message
+    """The answer, as the journal recorded it."""
+    response: JSONObject
+    deleted: bool = False
+    """Deleted from the caller's view; kept while a conversation's history still reads it."""
+
+    @property
+    def conversation(self) -> list[Message]:
+        """What a response that continues this one starts from."""
+        return [*self.input, self.output]
+
+
+@dataclass(frozen=True)
+class StoredConversation:
+    created_at: int
+    metadata: JSONObject
+    last: str | None = None
+    """The latest response made in the conversation (the next one continues it)."""
+    pending: list[Message] = field(default_factory=list)
+    """Items added after `last` (at creation, or by `POST .../items`), as core messages."""
+
+
+def _client(store: Store) -> Client:
+    """The store's connection pool (as `GatewayStore` shares it)."""
+    return store._redis
+
+
+class ResponseStore:
+    """Typed calls over the Responses API's keys; shares the session store's connection pool."""
+
+    def __init__(self, store: Store, *, ttl_s: int) -> None:
+        self._redis = _client(store)
+        self._ttl_s = ttl_s
+
+    async def save_response(self, tenant: str, response_id: str, stored: StoredResponse) -> None:
+        with mapped():
+            await self._redis.set(response_key(tenant, response_id), orjson.dumps(asdict(stored)), ex=self._ttl_s)
+
+    async def response(self, tenant: str, response_id: str, *, deleted: bool = False) -> StoredResponse | None:
+        """The stored response (None when it is unknown to this tenant, or deleted unless `deleted`)."""
+        with mapped():
+            raw = await self._redis.get(response_key(tenant, response_id))
+        if raw is None:
+            return None
+        stored = StoredResponse(**orjson.loads(raw))
+        return None if stored.deleted and not deleted else stored
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        """Hide the response from its tenant; False when there was none to hide."""
+        stored = await self.response(tenant, response_id)
+        if stored is None:
+            return False
+        with mapped():
+            await self._redis.set(
+                response_key(tenant, response_id), orjson.dumps(asdict(replace(stored, deleted=True))), keepttl=True
+            )
+        return True
+
+    async def save_conversation(self, tenant: str, conversation_id: str, conversation: StoredConversation) -> None:
+        with mapped():
+            await self._redis.set(
+                conversation_key(tenant, conversation_id), orjson.dumps(asdict(conversation)), ex=self._ttl_s
+            )
+
+    async def conversation(self, tenant: str, conversation_id: str) -> StoredConversation | None:
+        with mapped():
+            raw = await self._redis.get(conversation_key(tenant, conversation_id))
+        return StoredConversation(**orjson.loads(raw)) if raw is not None else None
+
+    async def delete_conversation(self, tenant: str, conversation_id: str) -> bool:
+        with mapped():
+            return bool(await self._redis.delete(conversation_key(tenant, conversation_id)))
