@@ -25,7 +25,7 @@ from proxy.context.tokens import TokenCounter
 from proxy.errors import ConfigError
 from proxy.events import EventBus, log_event
 from proxy.gateway import Gateway, exposure_problem
-from proxy.handlers import admin_keys, chat, health, passthrough, session_list, sessions, ui
+from proxy.handlers import admin_keys, chat, health, messages, passthrough, session_list, sessions, ui
 from proxy.handlers.access import access_middleware
 from proxy.handlers.gateway import add_rate_headers, gateway_middleware
 from proxy.handlers.middleware import error_middleware
@@ -128,7 +128,7 @@ async def _stop_accepting(writes: PendingWrites) -> None:
 
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
-        client_max_size=int(settings.server.max_body_mb * 1024 * 1024),
+        client_max_size=settings.server.max_body_bytes,
         middlewares=[access_middleware, error_middleware, gateway_middleware],
         handler_args={"auto_decompress": False},  # bodies are decoded by handlers/encoding.py
     )
@@ -148,6 +148,9 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/metrics", health.metrics)
     app.router.add_post("/v1/chat/completions", chat.chat_completions)
     app.router.add_post("/s/{session}/v1/chat/completions", chat.chat_completions)
+    for prefix in ("", "/s/{session}"):
+        app.router.add_post(prefix + "/v1/messages", messages.create_message)
+        app.router.add_post(prefix + "/v1/messages/count_tokens", messages.count_tokens)
     app.router.add_get("/ui", ui.redirect)
     app.router.add_get("/ui/", ui.index)
     app.router.add_get("/ui/{asset}", ui.asset)

@@ -30,6 +30,10 @@ class ServerSettings:
     log_format: str = checks.checked(checks.one_of(*LOG_FORMATS), "text")
     workers: int = checks.parsed_by(worker_count, 1)
 
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
+
 
 @dataclass(frozen=True)
 class UpstreamSettings:

@@ -66,8 +66,10 @@ class ChatRequest:
 
 def has_marks(messages_json: bytes) -> bool:
     """Whether serialized messages may hold a mark (a cheap scan; `strip_marks` then decides)."""
-    return b'"thinking_blocks"' in messages_json or b'"is_error"' in messages_json or (
-        b'"reasoning_content"' in messages_json
+    return (
+        b'"thinking_blocks"' in messages_json
+        or b'"is_error"' in messages_json
+        or (b'"reasoning_content"' in messages_json)
     )
 
 

@@ -26,7 +26,8 @@ class AnthropicMessages:
     def request(self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int) -> Outgoing:
         body = {**chat.body, "messages": orjson.loads(messages_json)}
         return Outgoing(
-            anthropic.MESSAGES_PATH, orjson.dumps(anthropic.to_messages_body(body, default_max_tokens=default_max_tokens))
+            anthropic.MESSAGES_PATH,
+            orjson.dumps(anthropic.to_messages_body(body, default_max_tokens=default_max_tokens)),
         )
 
     def answer(self, response: UpstreamResponse) -> Answer:

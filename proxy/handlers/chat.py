@@ -10,20 +10,21 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.context.tokens import request_overhead
-from proxy.dialects import CHAT_PATH, dialect_for
+from proxy.dialects import CHAT_PATH
 from proxy.doors.chat import ChatDoor
 from proxy.handlers.gateway import admit, check_model, gate
 from proxy.handlers.passthrough import relay_raw
-from proxy.handlers.relay import relay_turn
+from proxy.handlers.relay import relay_turn, relay_unmanaged
 from proxy.handlers.request import parse_chat_request, read_body
 from proxy.keys import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
 from proxy.sessions import requested_session
 from proxy.turn import STRATEGY_HEADER, Caller, ChatRequest
+from proxy.turn.forward import send_as_is
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     settings, turns = request.app[SETTINGS], request.app[TURNS]
-    chat = parse_chat_request(await read_body(request, int(settings.server.max_body_mb * 1024 * 1024)))
+    chat = parse_chat_request(await read_body(request, settings.server.max_body_bytes))
     request[ROUTE_MODEL] = chat.model
     check_model(request, chat.model)
     spec = turns.deps.strategies.spec_for(chat.model, request.headers.get(STRATEGY_HEADER))
@@ -52,6 +53,10 @@ async def _pass_through(request: web.Request, chat: ChatRequest) -> web.StreamRe
         prompt = sum(await deps.tokens.count_messages(encoder, chat.messages))
         await admit(request, prompt + request_overhead(encoder, chat.body.get("tools")) + chat.max_output_tokens)
     upstream = deps.routes.client_for(chat.model)
+    if upstream.api != "openai":  # another API cannot take the client's body as it is: translated, not composed
+        caller = Caller(principal.tenant, None, principal.upstream_authorization, request.headers, request[REQUEST_ID])
+        answer = await send_as_is(upstream, chat, caller, settings=deps.settings)
+        return await relay_unmanaged(request, answer, ChatDoor(include_usage=chat.include_usage), stream=chat.stream)
     headers = upstream.headers_for(
         request.headers,
         session_header=deps.settings.sessions.header,

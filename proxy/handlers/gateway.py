@@ -22,14 +22,18 @@ from proxy.handlers.encoding import decode_body
 from proxy.keys import ADMISSION, GATEWAY, PRINCIPAL, RATE_HEADERS, SETTINGS
 
 _GUARDED = ("/v1/", "/s/")
-_TURN_ROUTES = frozenset({"/v1/chat/completions", "/s/{session}/v1/chat/completions"})
+_TURN_ROUTES = frozenset(
+    prefix + path
+    for prefix in ("", "/s/{session}")
+    for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages")
+)
 
 
 @web.middleware
 async def gateway_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     if not request.path.startswith(_GUARDED):
         return await handler(request)
-    principal = request.app[GATEWAY].identify(request.headers.get("Authorization"))
+    principal = request.app[GATEWAY].identify(authorization_of(request))
     request[PRINCIPAL] = principal
     if principal.key is None:
         return await handler(request)
@@ -51,6 +55,14 @@ async def gateway_middleware(request: web.Request, handler: Handler) -> web.Stre
         raise
     await _settle(request, None)
     return response
+
+
+def authorization_of(request: web.Request) -> str | None:
+    """The caller's key as `Authorization`: its own header, else Anthropic's `x-api-key` as a bearer."""
+    authorization = request.headers.get("Authorization")
+    if authorization is None and request.headers.get("x-api-key"):
+        return "Bearer " + request.headers["x-api-key"]
+    return authorization
 
 
 async def admit(request: web.Request, tokens: int) -> Admission | None:
@@ -98,7 +110,7 @@ async def read_model(request: web.Request) -> tuple[str | None, bytes | None]:
     if not request.body_exists or request.content_type != "application/json":
         return None, None
     raw = await request.read()
-    limit = int(request.app[SETTINGS].server.max_body_mb * 1024 * 1024)
+    limit = request.app[SETTINGS].server.max_body_bytes
     try:
         body = orjson.loads(decode_body(raw, request.headers.get("Content-Encoding"), limit))
     except (orjson.JSONDecodeError, ProxyError):

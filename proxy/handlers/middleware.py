@@ -12,6 +12,7 @@ server drops the connection and logs it.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 
 import orjson
@@ -20,12 +21,15 @@ from aiohttp.typedefs import Handler
 
 from proxy.compaction.strategies import UnknownStrategy
 from proxy.context.budget import ContextTooLarge
+from proxy.doors.messages import anthropic_error
 from proxy.errors import BadRequest, BudgetExceeded, NotFound, ProxyError
 from proxy.handlers.relay import note_error
 from proxy.handlers.request_keys import RESPONSE_STARTED
 from proxy.session_api import SessionNotFound
 
 log = logging.getLogger("context_proxy")
+
+_MESSAGES_PATH = re.compile(r"^(/s/[^/]+)?/v1/messages(/count_tokens)?$")
 
 _HTTP_TYPES = {404: ("invalid_request_error", "not_found"), 405: ("invalid_request_error", "method_not_allowed"),
                413: ("invalid_request_error", "request_too_large")}  # fmt: skip
@@ -37,8 +41,12 @@ _DOMAIN_ERRORS: dict[type[Exception], Callable[[Exception], ProxyError]] = {
 }
 
 
-def error_response(status: int, body: object) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+def error_response(status: int, body: object, request: web.Request | None = None) -> web.Response:
+    """An error in the shape of the caller's door: Anthropic's on the Messages routes, else OpenAI's."""
+    payload = orjson.dumps(body)
+    if request is not None and _MESSAGES_PATH.search(request.path):
+        payload = anthropic_error(status, payload)
+    return web.Response(status=status, body=payload, content_type="application/json")
 
 
 def _as_proxy_error(exc: Exception) -> ProxyError | None:
@@ -60,14 +68,16 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             raise
         kind, code = _HTTP_TYPES.get(exc.status, ("invalid_request_error", None))
         message = exc.text or exc.reason
-        return error_response(exc.status, {"error": {"message": message, "type": kind, "param": None, "code": code}})
+        return error_response(
+            exc.status, {"error": {"message": message, "type": kind, "param": None, "code": code}}, request
+        )
     except Exception as exc:
         error = _as_proxy_error(exc)
         if error is not None and not request.get(RESPONSE_STARTED):
             note_error(request, error)
-            return error_response(error.status, error.body())
+            return error_response(error.status, error.body(), request)
         log.exception("unhandled error on %s %s", request.method, request.path)
         if request.get(RESPONSE_STARTED):
             raise
         body = {"error": {"message": "internal proxy error", "type": "server_error", "param": None, "code": None}}
-        return error_response(500, body)
+        return error_response(500, body, request)

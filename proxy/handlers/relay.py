@@ -48,6 +48,17 @@ async def relay_turn(request: web.Request, turn: ActiveTurn, door: Door) -> web.
     return response
 
 
+async def relay_unmanaged(request: web.Request, answer: Answer, door: Door, *, stream: bool) -> web.StreamResponse:
+    """Relay an answer no turn is journaled for (a pass-through through a door that translates)."""
+    if stream:
+        return await StreamRelay(answer, door).run(request, {}, record=_forget)
+    return await relay_json(request, answer, {}, door=door, record=_forget)
+
+
+async def _forget(outcome: Outcome) -> None:
+    """Nothing is journaled for an unmanaged answer."""
+
+
 async def start_stream(request: web.Request, response: web.StreamResponse) -> None:
     """Send the headers of a streamed response, and say so on the request."""
     request[RESPONSE_STARTED] = True

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 import orjson
 
+from proxy.config import Settings
 from proxy.context.model import ChatRequest
 from proxy.dialects import dialect_for
 from proxy.errors import ProxyError
+from proxy.turn.plan import Caller
 from proxy.upstream import Answer, UpstreamClient
 
 
@@ -45,6 +47,16 @@ async def forward(
     started = loop.time()
     answer = await upstream.send("POST", outgoing.path, headers=headers, body=outgoing.body)
     return Sent(dialect.answer(answer), outgoing.path, loop.time() - started)
+
+
+async def send_as_is(upstream: UpstreamClient, chat: ChatRequest, caller: Caller, *, settings: Settings) -> Answer:
+    """A request the proxy does not manage (nothing composed, nothing journaled), in the
+    upstream's dialect: its messages as the client sent them."""
+    sent = await forward(
+        upstream, chat, orjson.dumps(chat.messages), caller.headers, session_header=settings.sessions.header,
+        authorization=caller.authorization, default_max_tokens=settings.context.max_tokens_for(chat.model),
+    )  # fmt: skip
+    return sent.answer
 
 
 async def refusal_message(answer: Answer) -> str | None:

@@ -1,0 +1,102 @@
+"""`POST /v1/messages` and `/v1/messages/count_tokens`: the Messages door's HTTP edge.
+
+The body is Anthropic's (`doors/anthropic_codec.py` translates it to the core's request);
+the turn runs as a chat turn does and is relayed through the Messages door. The session is
+the one the caller names (path or header), else the one Claude Code names in
+`metadata.user_id`, else the one the conversation continues. Claude Code's side requests
+(quota probes, titles, warm-ups, its own compaction prompt: `side_request`) are answered
+without a session: sent as they are, in the route's dialect, and not journaled. So is
+everything with `X-Context-Strategy: off`. Errors on these routes are in Anthropic's shape
+(`handlers/middleware.py`).
+"""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+
+from proxy.context.model import ChatRequest
+from proxy.context.tokens import request_overhead
+from proxy.doors.anthropic_codec import MessagesCall, parse_request, side_request
+from proxy.doors.messages import MessagesDoor
+from proxy.errors import BadRequest
+from proxy.handlers.gateway import admit, check_model, gate
+from proxy.handlers.relay import relay_turn, relay_unmanaged
+from proxy.handlers.request import read_body
+from proxy.keys import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
+from proxy.sessions import requested_session
+from proxy.sessions.identity import validate_session_id
+from proxy.turn import STRATEGY_HEADER, Caller
+from proxy.turn.forward import send_as_is
+
+
+async def create_message(request: web.Request) -> web.StreamResponse:
+    settings, turns = request.app[SETTINGS], request.app[TURNS]
+    raw = await read_body(request, settings.server.max_body_bytes)
+    call = parse_request(_json(raw))
+    request[ROUTE_MODEL] = call.model
+    check_model(request, call.model)
+    chat = ChatRequest(call.chat_body, raw, call.model, call.chat_body["messages"], call.stream, False, marked=True)
+    door = MessagesDoor(model=call.model, input_tokens=0)
+    spec = turns.deps.strategies.spec_for(call.model, request.headers.get(STRATEGY_HEADER))
+    if spec is None or side_request(call) is not None:
+        await _admit_unmanaged(request, chat)
+        answer = await send_as_is(
+            turns.deps.routes.client_for(chat.model), chat, _caller(request, None), settings=settings
+        )
+        return await relay_unmanaged(request, answer, door, stream=chat.stream)
+    turn = await turns.begin(chat, _caller(request, _session(request, call)), spec)
+    door = MessagesDoor(model=call.model, input_tokens=turn.sent_tokens)
+    response = await relay_turn(request, turn, door)
+    request[TURN_FACTS] = turn.facts()
+    return response
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    """The input tokens of the request by the proxy's count (the model's own tokenizer where
+    it has one), messages, system and tools included."""
+    settings, deps = request.app[SETTINGS], request.app[TURNS].deps
+    call = parse_request(_json(await read_body(request, settings.server.max_body_bytes)), count_tokens=True)
+    request[ROUTE_MODEL] = call.model
+    check_model(request, call.model)
+    encoder = await deps.tokens.encoder_for(call.model)
+    messages = call.chat_body["messages"]
+    tokens = sum(await deps.tokens.count_messages(encoder, messages))
+    return web.json_response({"input_tokens": tokens + request_overhead(encoder, call.chat_body.get("tools"))})
+
+
+def _json(raw: bytes) -> object:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
+
+
+def _session(request: web.Request, call: MessagesCall) -> str | None:
+    header = request.app[SETTINGS].sessions.header
+    named = requested_session(
+        path_session=request.match_info.get("session"), header_session=request.headers.get(header), header_name=header
+    )
+    if named is not None or call.session_hint is None:
+        return named
+    try:
+        return validate_session_id(call.session_hint, "metadata.user_id")
+    except BadRequest:
+        return None  # not a usable session id: the conversation names its session instead
+
+
+def _caller(request: web.Request, session: str | None) -> Caller:
+    principal = request[PRINCIPAL]
+    return Caller(
+        principal.tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID], gate(request)
+    )
+
+
+async def _admit_unmanaged(request: web.Request, chat: ChatRequest) -> None:
+    """A request the proxy does not manage still counts against its gateway key's limits."""
+    if request[PRINCIPAL].key is None:
+        return
+    deps = request.app[TURNS].deps
+    encoder = await deps.tokens.encoder_for(chat.model)
+    prompt = sum(await deps.tokens.count_messages(encoder, chat.messages))
+    await admit(request, prompt + request_overhead(encoder, chat.body.get("tools")) + chat.max_output_tokens)
