@@ -46,7 +46,8 @@ class Fitted:
     seconds: float = 0.0
     """How long the strategy ran (0 when it did not)."""
     contended: bool = False
-    """Compaction was due but another request holds the session's compaction claim."""
+    """Compaction was due but the claim was refused: another request holds it, or the
+    window this request loaded is no longer the stored one (its view is stale)."""
     forced: bool = False
     """The model asked for this compaction (`new_context`); the budget did not."""
 
@@ -72,8 +73,9 @@ async def fit(
     A server-managed strategy is never run and no window is checked. `before` (the
     `before_overflow` hook) may veto a compaction that is due or replace the history for
     this request. `claim` is asked just before a strategy runs: False means another
-    request (on this replica or another) is compacting the session, and nothing runs
-    (`contended`): the caller waits for it and fits the history that results.
+    request (on this replica or another) is compacting the session, or has landed a
+    compaction since `history` was loaded, and nothing runs (`contended`): the caller
+    waits for the claim, reloads and fits the history that results.
 
     `forced`: the model asked for a new context; the strategy runs whatever the budget
     says (inline, even a background one), unless the breaker is open, the hook vetoes it,

@@ -96,6 +96,7 @@ class Store:
         self._load_context = Script(client, "load_context")
         self._save_window = Script(client, "save_window")
         self._release_lock = Script(client, "release_lock")
+        self._claim_compaction = Script(client, "claim_compaction")
         self._index_turn_end = Script(client, "index_turn_end")
         self._add_feedback = Script(client, "add_feedback")
 
@@ -371,6 +372,15 @@ class Store:
     async def acquire_lock(self, key: str, token: str, ttl_s: float) -> bool:
         with mapped():
             return bool(await self._redis.set(key, token, nx=True, px=int(ttl_s * 1000)))
+
+    async def claim_compaction(self, keys: SessionKeys, token: str, ttl_s: float, *, window_id: str) -> bool:
+        """Take the session's compaction lock if it is free and the stored window is still
+        `window_id` (one atomic step); False when another holds it or the window moved on."""
+        with mapped():
+            taken = await self._claim_compaction(
+                keys=[keys.compaction_lock, keys.meta], args=[token, int(ttl_s * 1000), window_id]
+            )
+        return bool(taken)
 
     async def release_lock(self, key: str, token: str) -> bool:
         """Delete the lock if it still holds `token`; False when it expired or another holds it."""

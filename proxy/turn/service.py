@@ -32,7 +32,7 @@ from proxy.sessions.derived import new_session_id
 from proxy.sessions.reconcile import split_leading
 from proxy.turn.active import ActiveTurn
 from proxy.turn.builder import build_context
-from proxy.turn.claim import CompactionClaim
+from proxy.turn.claim import CompactionClaim, LoadedWindow
 from proxy.turn.conversation import Conversation, load_conversation
 from proxy.turn.facts import fitting
 from proxy.turn.fallback import Attempt, discard, fallback_reason, for_model
@@ -175,12 +175,15 @@ class TurnService:
     async def _fit_under_budget(self, plan: Plan) -> tuple[Plan, Fitted, Budget]:
         """Check the budget, compact if the strategy says so, and land what happened.
 
-        One compaction per session at a time: a request that finds another compacting
-        waits for it, reloads the session (its window has moved on) and fits that. One that
+        One compaction per session at a time, computed from the stored window: a request that
+        finds another compacting, or finds that another compaction landed since it loaded the
+        session (the claim carries the window it loaded), waits for the claim, reloads the
+        session under it and fits that. One that
         cannot get the claim in time goes as it is if that fits the window, else it is refused
         (`ContextTooLarge`): it never goes out over the window."""
         d = self.deps
-        claim = CompactionClaim(d.store, plan.conversation.keys.compaction_lock, self._claim_ttl_s)
+        loaded = LoadedWindow(plan.conversation.keys, plan.conversation.stored_window.current)
+        claim = CompactionClaim.for_window(d.store, loaded, self._claim_ttl_s)
         with tracing.span("compaction", strategy=plan.strategy.name) as span:
             try:
                 budget = self._budget(plan)
