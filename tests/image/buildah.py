@@ -24,9 +24,14 @@ CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 ISOLATION = "chroot"
 
 
-def tools_missing() -> list[str]:
-    """The programs the image test needs and this machine lacks."""
-    return [tool for tool in ("buildah", "debootstrap") if shutil.which(tool) is None]
+def unavailable() -> str | None:
+    """Why the image cannot be built and run here, or None if it can."""
+    missing = [tool for tool in ("buildah", "debootstrap") if shutil.which(tool) is None]
+    if missing:
+        return f"needs {' and '.join(missing)} (Debian packages buildah, debootstrap)"
+    if os.geteuid() != 0:
+        return "needs root (debootstrap, buildah's storage and mounts)"
+    return None
 
 
 def host_pip_config() -> dict[str, dict[str, str]]:

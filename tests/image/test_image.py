@@ -10,7 +10,8 @@ image did not bake, which tiktoken caches in the image's TIKTOKEN_CACHE_DIR at r
 
 Needs root and the Debian packages `buildah` and `debootstrap` (`.ci/run` installs them);
 without them the test is skipped, and with REQUIRE_IMAGE=1, as in CI, it fails instead.
-The root file system and the images are cached (IMAGE_CACHE_DIR, default
+The build (`build.py`) starts in the background when collection ends, and the test waits
+for it. The root file system and the images are cached (IMAGE_CACHE_DIR, default
 /var/tmp/context-proxy-image, and buildah's storage), so a rerun builds only what changed.
 """
 
@@ -21,7 +22,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -30,60 +31,32 @@ import aiohttp
 import pytest
 
 from tests.fake_upstream import FakeOpenAI
-from tests.image.buildah import (
-    build_command,
-    chrooted,
-    descendants,
-    image_config,
-    pip_volumes,
-    tools_missing,
-    working_container,
-)
+from tests.image.build import BASE_TIMEOUT_S, BUILD, BUILD_TIMEOUT_S, CACHE, BackgroundBuild
+from tests.image.buildah import chrooted, descendants, image_config, unavailable, working_container
 from tests.processes import free_port
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD_BASE = Path(__file__).with_name("build_base.sh")
-CACHE = Path(os.environ.get("IMAGE_CACHE_DIR", "/var/tmp/context-proxy-image"))
-TAG = "localhost/context-proxy:test"
 USER_ID = 10001
-BASE_TIMEOUT_S = 240.0
-BUILD_TIMEOUT_S = 240.0
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
 
 
-def _unavailable() -> str | None:
-    missing = tools_missing()
-    if missing:
-        return f"needs {' and '.join(missing)} (Debian packages buildah, debootstrap)"
-    if os.geteuid() != 0:
-        return "needs root (debootstrap, buildah's storage and mounts)"
-    return None
-
-
-def _run(argv: list[str], timeout_s: float) -> str:
-    """Runs one build step; its output is the failure message when it fails."""
-    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout_s)
-    if done.returncode != 0:
-        pytest.fail(f"{argv[0]} exited {done.returncode}:\n{(done.stdout + done.stderr)[-4000:]}", pytrace=False)
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
-def image() -> Iterator[str]:
-    """The image built from this repository on the local base; prints what each step took."""
-    reason = _unavailable()
+def image(request: pytest.FixtureRequest) -> str:
+    """The image built from this repository on the local base, by the session's background build."""
+    reason = unavailable()
     if reason is not None:
         if os.environ.get("REQUIRE_IMAGE") == "1":
             pytest.fail(f"REQUIRE_IMAGE=1 but the image test {reason}", pytrace=False)
         pytest.skip(reason)
-    CACHE.mkdir(parents=True, exist_ok=True)
+    build = request.config.stash.get(BUILD, None)
+    if build is None:  # conftest.py's hook did not start it
+        build = BackgroundBuild(CACHE / "logs" / f"build-{os.getpid()}.log")
+        build.start()
+        request.config.stash[BUILD] = build
     started = time.monotonic()
-    base = _run([str(BUILD_BASE)], BASE_TIMEOUT_S).strip().splitlines()[-1]
-    based = time.monotonic()
-    _run(build_command(REPO, TAG, base, pip_volumes(CACHE), bake=False), BUILD_TIMEOUT_S)
-    print(f"image: base {based - started:.1f}s, build {time.monotonic() - based:.1f}s")
-    yield TAG
+    tag = build.wait(BASE_TIMEOUT_S + BUILD_TIMEOUT_S)
+    print(f"image: waited {time.monotonic() - started:.1f}s for the build")
+    return tag
 
 
 @asynccontextmanager
