@@ -11,7 +11,6 @@ running before the store closes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
@@ -25,12 +24,13 @@ from proxy.context.tokens import TokenCounter
 from proxy.errors import ConfigError
 from proxy.events import EventBus, log_event
 from proxy.gateway import Gateway, exposure_problem
-from proxy.handlers import admin_keys, chat, health, messages, passthrough, session_list, sessions, ui
+from proxy.handlers import admin_keys, chat, health, messages, passthrough, responses, session_list, sessions, ui
 from proxy.handlers.access import access_middleware
 from proxy.handlers.gateway import add_rate_headers, gateway_middleware
 from proxy.handlers.middleware import error_middleware
 from proxy.keys import EMBEDDED, GATEWAY, METRICS, PAST_CONTEXTS, ROUTES, SESSIONS, SETTINGS, STORE, TURNS
 from proxy.metrics import Metrics
+from proxy.serving import await_within, cleanup_bound_s
 from proxy.session_api import PastContexts, SessionAPI
 from proxy.sessions.derived import DerivedSessions
 from proxy.sessions.paths import PathCache
@@ -58,13 +58,16 @@ def _redis_ctx(writes: PendingWrites) -> CleanupContext:
             )
         except BaseException:
             if embedded is not None:
-                await embedded.stop()
+                await embedded.stop(cleanup_bound_s(settings))
             raise
         yield
-        await writes.drain(settings.server.shutdown_timeout_s)
-        await app[STORE].close()
-        if embedded is not None:
-            await embedded.stop()
+        step_s = cleanup_bound_s(settings)
+        try:
+            await writes.drain(step_s)
+            await await_within(step_s, app[STORE].close(), "closing the store")
+        finally:
+            if embedded is not None:
+                await embedded.stop(step_s)
 
     return redis_ctx
 
@@ -80,15 +83,14 @@ async def _gateway_ctx(app: web.Application) -> AsyncIterator[None]:
     follower = asyncio.create_task(gateway.registry.follow())
     yield
     follower.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await follower
+    await await_within(cleanup_bound_s(settings), follower, "the gateway keys' follower")
 
 
 async def _upstream_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     app[ROUTES] = Routes.create(settings.upstream, settings.routes)
     yield
-    await app[ROUTES].close()
+    await await_within(cleanup_bound_s(settings), app[ROUTES].close(), "closing the upstream sessions")
 
 
 def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks, builders: Builders) -> CleanupContext:
@@ -117,7 +119,7 @@ def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks
         app[SESSIONS] = SessionAPI(deps.store, deps.paths, deps.tokens, settings=settings, events=deps.events)
         app[PAST_CONTEXTS] = PastContexts(deps.store, deps.tokens, deps.limits, settings.context)
         yield
-        await deps.jobs.close()
+        await deps.jobs.close(cleanup_bound_s(settings))
 
     return turns_ctx
 
@@ -151,6 +153,7 @@ def create_app(settings: Settings) -> web.Application:
     for prefix in ("", "/s/{session}"):
         app.router.add_post(prefix + "/v1/messages", messages.create_message)
         app.router.add_post(prefix + "/v1/messages/count_tokens", messages.count_tokens)
+    responses.add_routes(app)
     app.router.add_get("/ui", ui.redirect)
     app.router.add_get("/ui/", ui.index)
     app.router.add_get("/ui/{asset}", ui.asset)
