@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 from aiohttp import web
+from openai.types.responses import Response
 
 import tests.conftest
 from proxy.app import create_app
@@ -30,6 +32,11 @@ async def proxy(start_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch) -> P
     return await start_proxy(strategy="full")
 
 
+def _texts(items: Any) -> list[str]:
+    """The first text part of each message item."""
+    return [item.model_dump()["content"][0]["text"] for item in items]
+
+
 def _chat(proxy: Proxy, index: int = -1) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = proxy.fake.chats[index]["messages"]
     return messages
@@ -41,3 +48,340 @@ async def test_string_input_answers_with_output_text(proxy: Proxy) -> None:
     assert "Hi there" in response.output_text
     assert response.usage is not None and response.usage.input_tokens > 0
     assert _chat(proxy) == [{"role": "user", "content": "Hi there"}]
+
+
+async def test_sync_client_answers(proxy: Proxy) -> None:
+    client = proxy.sync_client()
+    response = await asyncio.to_thread(client.responses.create, model="gpt-4o-mini", input="sync hello")
+    assert "sync hello" in response.output_text
+
+
+async def _journal(proxy: Proxy, session: str, key: str = "sk-test") -> dict[str, Any]:
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as http,
+        http.get(f"{proxy.url}/v1/sessions/{session}") as answer,
+    ):
+        assert answer.status == 200
+        journal: dict[str, Any] = await answer.json()
+        return journal
+
+
+async def _create(client: openai.AsyncOpenAI, **fields: Any) -> tuple[Response, str]:
+    """A response and the session it was journaled in."""
+    raw = await client.responses.with_raw_response.create(model="gpt-4o-mini", **fields)
+    return raw.parse(), raw.headers["X-Session-Id"]
+
+
+async def test_chain_by_previous_response_id_sends_the_whole_history(proxy: Proxy) -> None:
+    client = proxy.client()
+    first, session = await _create(client, input="one")
+    second, second_session = await _create(client, input="two", previous_response_id=first.id)
+    third, third_session = await _create(client, input="three", previous_response_id=second.id)
+    assert second.previous_response_id == first.id
+    assert session == second_session == third_session
+    assert _chat(proxy) == [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": first.output_text},
+        {"role": "user", "content": "two"},
+        {"role": "assistant", "content": second.output_text},
+        {"role": "user", "content": "three"},
+    ]
+    assert third.output_text.startswith("Answer 3")
+    journal = await _journal(proxy, session)
+    assert [t["seq"] for t in journal["turns"]] == [0, 1, 2]
+    assert [t["parent"] for t in journal["turns"]] == [-1, 0, 1]
+
+
+async def test_an_older_response_id_starts_a_branch(proxy: Proxy) -> None:
+    client = proxy.client()
+    first, session = await _create(client, input="root question")
+    await _create(client, input="path a", previous_response_id=first.id)
+    branch, branch_session = await _create(client, input="path b", previous_response_id=first.id)
+    assert branch_session == session
+    assert _chat(proxy) == [
+        {"role": "user", "content": "root question"},
+        {"role": "assistant", "content": first.output_text},
+        {"role": "user", "content": "path b"},
+    ]
+    journal = await _journal(proxy, session)
+    assert [t["parent"] for t in journal["turns"]] == [-1, 0, 0]
+    assert len(journal["branches"]) == 2
+    after_branch, _ = await _create(client, input="more b", previous_response_id=branch.id)
+    assert [m["content"] for m in _chat(proxy)][-3:] == ["path b", branch.output_text, "more b"]
+    assert after_branch.status == "completed"
+
+
+async def test_instructions_lead_the_request_and_each_request_has_its_own(proxy: Proxy) -> None:
+    client = proxy.client()
+    first = await client.responses.create(model="gpt-4o-mini", input="hello", instructions="talk like a pirate")
+    assert first.instructions == "talk like a pirate"
+    assert _chat(proxy)[0] == {"role": "system", "content": "talk like a pirate"}
+    await client.responses.create(
+        model="gpt-4o-mini", input="again", previous_response_id=first.id, instructions="be terse"
+    )
+    sent = _chat(proxy)
+    assert sent[0] == {"role": "system", "content": "be terse"}
+    assert [m["content"] for m in sent if m["role"] == "system"] == ["be terse"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the core carries a session's system prompt over to a request without one (proxy/turn/service.py "
+    "_with_request_system); the Responses door needs a ChatRequest flag that makes the request's own block final",
+)
+async def test_instructions_are_not_carried_over(proxy: Proxy) -> None:
+    client = proxy.client()
+    first = await client.responses.create(model="gpt-4o-mini", input="hello", instructions="talk like a pirate")
+    second = await client.responses.create(model="gpt-4o-mini", input="again", previous_response_id=first.id)
+    assert second.instructions is None
+    assert all(m["role"] != "system" for m in _chat(proxy))
+
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+async def test_function_tool_round_trip(proxy: Proxy) -> None:
+    client = proxy.client()
+    asked = await client.responses.create(model="gpt-4o-mini", input="call tool get_weather", tools=[WEATHER])
+    calls = [item for item in asked.output if item.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather"
+    assert proxy.fake.chats[-1]["tools"][0]["function"]["name"] == "get_weather"
+    answered = await client.responses.create(
+        model="gpt-4o-mini",
+        previous_response_id=asked.id,
+        tools=[WEATHER],
+        input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny, 21C"}],
+    )
+    assert answered.status == "completed" and answered.output_text
+    sent = _chat(proxy)
+    assert sent[1]["role"] == "assistant" and sent[1]["tool_calls"][0]["id"] == calls[0].call_id
+    assert sent[2] == {"role": "tool", "tool_call_id": calls[0].call_id, "content": "sunny, 21C"}
+
+
+async def test_stream_helper_gives_the_final_response(proxy: Proxy) -> None:
+    client = proxy.client()
+    async with client.responses.stream(model="gpt-4o-mini", input="stream me") as stream:
+        deltas = [event.delta async for event in stream if event.type == "response.output_text.delta"]
+        final = await stream.get_final_response()
+    assert final.status == "completed" and "stream me" in final.output_text
+    assert "".join(deltas) == final.output_text
+    assert final.usage is not None and final.usage.input_tokens > 0
+    stored = await client.responses.retrieve(final.id)
+    assert stored.output_text == final.output_text
+    follow = await client.responses.create(model="gpt-4o-mini", input="next", previous_response_id=final.id)
+    assert follow.output_text.startswith("Answer 2")
+
+
+async def test_create_with_stream_true(proxy: Proxy) -> None:
+    client = proxy.client()
+    stream = await client.responses.create(model="gpt-4o-mini", input="events please", stream=True)
+    events = [event async for event in stream]
+    kinds = [event.type for event in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] == "response.completed"
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    assert "events please" in events[-1].response.output_text  # type: ignore[union-attr]
+
+
+async def test_sync_stream(proxy: Proxy) -> None:
+    def call() -> str:
+        with proxy.sync_client().responses.stream(model="gpt-4o-mini", input="sync stream") as stream:
+            return stream.get_final_response().output_text
+
+    assert "sync stream" in await asyncio.to_thread(call)
+
+
+async def test_a_cut_stream_fails_and_the_sdk_raises(proxy: Proxy) -> None:
+    client = proxy.client()
+    with pytest.raises(RuntimeError, match="response.completed"):
+        async with client.responses.stream(model="gpt-4o-mini", input="cut after 2 please") as stream:
+            await stream.get_final_response()
+    events = [e async for e in await client.responses.create(model="gpt-4o-mini", input="cut after 2", stream=True)]
+    assert events[-1].type == "response.failed"
+    failed = events[-1].response  # type: ignore[union-attr]
+    assert failed.status == "failed" and failed.error is not None
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.retrieve(failed.id)
+
+
+async def test_store_false_is_not_retrievable_nor_continued(proxy: Proxy) -> None:
+    client = proxy.client()
+    response = await client.responses.create(model="gpt-4o-mini", input="forget me", store=False)
+    assert response.store is False and "forget me" in response.output_text
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.retrieve(response.id)
+    with pytest.raises(openai.NotFoundError) as caught:
+        await client.responses.create(model="gpt-4o-mini", input="and?", previous_response_id=response.id)
+    assert caught.value.code == "previous_response_not_found"
+    assert caught.value.body["param"] == "previous_response_id"  # type: ignore[index]
+
+
+async def test_another_key_cannot_read_or_continue_a_response(proxy: Proxy) -> None:
+    mine = await proxy.client("sk-alice").responses.create(model="gpt-4o-mini", input="private")
+    other = proxy.client("sk-bob")
+    with pytest.raises(openai.NotFoundError):
+        await other.responses.retrieve(mine.id)
+    with pytest.raises(openai.NotFoundError):
+        await other.responses.input_items.list(mine.id)
+    with pytest.raises(openai.NotFoundError):
+        await other.responses.delete(mine.id)
+    with pytest.raises(openai.NotFoundError):
+        await other.responses.create(model="gpt-4o-mini", input="peek", previous_response_id=mine.id)
+    assert (await proxy.client("sk-alice").responses.retrieve(mine.id)).output_text == mine.output_text
+
+
+async def test_built_in_tools_are_refused(proxy: Proxy) -> None:
+    client = proxy.client()
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.responses.create(model="gpt-4o-mini", input="search", tools=[{"type": "web_search"}])
+    assert caught.value.body["param"] == "tools[0]"  # type: ignore[index]
+    assert proxy.fake.received == []
+
+
+async def test_bad_json_is_a_400(proxy: Proxy) -> None:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{proxy.url}/v1/responses", data=b"{not json", headers={"Authorization": "Bearer k"}) as answer,
+    ):
+        assert answer.status == 400
+        assert (await answer.json())["error"]["code"] == "invalid_json"
+
+
+async def test_retrieve_input_items_and_delete(proxy: Proxy) -> None:
+    client = proxy.client()
+    first = await client.responses.create(model="gpt-4o-mini", input="first")
+    second = await client.responses.create(
+        model="gpt-4o-mini",
+        previous_response_id=first.id,
+        input=[{"role": "user", "content": "second a"}, {"role": "user", "content": "second b"}],
+    )
+    assert (await client.responses.retrieve(second.id)).output_text == second.output_text
+    items = await client.responses.input_items.list(second.id, order="asc")
+    assert _texts(items.data) == ["second a", "second b"]
+    newest = await client.responses.input_items.list(second.id, limit=1)
+    assert _texts(newest.data) == ["second b"]
+    assert newest.has_more
+    await client.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.retrieve(first.id)
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.delete(first.id)
+    third = await client.responses.create(model="gpt-4o-mini", input="third", previous_response_id=second.id)
+    assert third.output_text.startswith("Answer 4")
+
+
+async def test_a_conversation_used_by_two_responses(proxy: Proxy) -> None:
+    client = proxy.client()
+    conversation = await client.conversations.create(
+        items=[{"type": "message", "role": "user", "content": "my name is Ada"}], metadata={"topic": "names"}
+    )
+    assert conversation.id.startswith("conv_") and conversation.metadata == {"topic": "names"}
+    first, session = await _create(client, input="hello", conversation=conversation.id)
+    second, second_session = await _create(client, input="who am I?", conversation={"id": conversation.id})
+    assert session == second_session == conversation.id
+    assert second.conversation is not None and second.conversation.id == conversation.id
+    assert _chat(proxy) == [
+        {"role": "user", "content": "my name is Ada"},
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": first.output_text},
+        {"role": "user", "content": "who am I?"},
+    ]
+    items = await client.conversations.items.list(conversation.id, order="asc")
+    texts = _texts(items.data)
+    assert texts == ["my name is Ada", "hello", first.output_text, "who am I?", second.output_text]
+    updated = await client.conversations.update(conversation.id, metadata={"topic": "ada"})
+    assert (await client.conversations.retrieve(conversation.id)).metadata == updated.metadata == {"topic": "ada"}
+    await client.conversations.delete(conversation.id)
+    with pytest.raises(openai.NotFoundError):
+        await client.conversations.retrieve(conversation.id)
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.create(model="gpt-4o-mini", input="still?", conversation=conversation.id)
+
+
+async def test_items_added_to_a_conversation_reach_its_next_response(proxy: Proxy) -> None:
+    client = proxy.client()
+    conversation = await client.conversations.create()
+    first = await client.responses.create(model="gpt-4o-mini", input="start", conversation=conversation.id)
+    added = await client.conversations.items.create(
+        conversation.id, items=[{"type": "message", "role": "user", "content": "a note"}]
+    )
+    assert _texts(added.data) == ["a note"]
+    await client.responses.create(model="gpt-4o-mini", input="go on", conversation=conversation.id)
+    assert [m["content"] for m in _chat(proxy)] == ["start", first.output_text, "a note", "go on"]
+
+
+async def test_another_key_cannot_use_a_conversation(proxy: Proxy) -> None:
+    conversation = await proxy.client("sk-alice").conversations.create()
+    with pytest.raises(openai.NotFoundError):
+        await proxy.client("sk-bob").conversations.retrieve(conversation.id)
+    with pytest.raises(openai.NotFoundError):
+        await proxy.client("sk-bob").responses.create(model="gpt-4o-mini", input="x", conversation=conversation.id)
+
+
+async def test_a_stateless_full_input_client_keeps_one_session(proxy: Proxy) -> None:
+    client = proxy.client()
+    history: list[Any] = []
+    sessions = set()
+    for turn in range(6):
+        history.append({"role": "user", "content": f"turn {turn}"})
+        response, session = await _create(client, input=history, store=False)
+        sessions.add(session)
+        history.extend(item.model_dump(exclude_none=True) for item in response.output)
+        assert _chat(proxy) == [
+            *({"role": m["role"], "content": m["content"] if m["role"] == "user" else m["content"][0]["text"]}
+              for m in history[:-1]),
+        ]  # fmt: skip
+    assert len(sessions) == 1
+    journal = await _journal(proxy, sessions.pop())
+    assert [t["parent"] for t in journal["turns"]] == [-1, 0, 1, 2, 3, 4]
+
+
+async def test_repeating_the_continued_conversation_does_not_duplicate_it(proxy: Proxy) -> None:
+    client = proxy.client()
+    first = await client.responses.create(model="gpt-4o-mini", input="hi")
+    repeated = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": first.output_text}]
+    await client.responses.create(
+        model="gpt-4o-mini", previous_response_id=first.id, input=[*repeated, {"role": "user", "content": "next"}]
+    )
+    assert [m["content"] for m in _chat(proxy)] == ["hi", first.output_text, "next"]
+
+
+async def test_strategy_off_passes_the_request_upstream_untouched(proxy: Proxy) -> None:
+    client = proxy.client()
+    with pytest.raises(openai.NotFoundError) as caught:  # the fake serves Chat Completions only
+        await client.responses.create(
+            model="gpt-4o-mini",
+            input="search",
+            tools=[{"type": "web_search"}],
+            extra_headers={"X-Context-Strategy": "off"},
+        )
+    assert caught.value.response.headers["X-Fake-Upstream"] == "1"
+    assert "X-Session-Id" not in caught.value.response.headers
+    assert proxy.fake.received == []
+
+
+async def test_truncation_disabled_never_compacts(start_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tests.conftest, "create_app", _with_responses)
+    proxy = await start_proxy(strategy="summarize")
+    client = proxy.client()
+    previous: str | None = None
+    with pytest.raises(openai.BadRequestError) as caught:
+        for turn in range(20):
+            response = await client.responses.create(
+                model="tiny-model",
+                input=f"turn {turn}: " + "lorem ipsum dolor sit amet " * 60,
+                previous_response_id=previous,
+                truncation="disabled",
+            )
+            previous = response.id
+    assert caught.value.code == "context_length_exceeded"
+    assert previous is not None and proxy.fake.summaries == []
+    auto = await client.responses.create(
+        model="tiny-model", input="and now compact", previous_response_id=previous, truncation="auto"
+    )
+    assert auto.status == "completed" and proxy.fake.summaries
