@@ -327,7 +327,7 @@ async def test_a_stateless_full_input_client_keeps_one_session(proxy: Proxy) -> 
     client = proxy.client()
     history: list[Any] = []
     sessions = set()
-    for turn in range(6):
+    for turn in range(30):
         history.append({"role": "user", "content": f"turn {turn}"})
         response, session = await _create(client, input=history, store=False)
         sessions.add(session)
@@ -338,7 +338,7 @@ async def test_a_stateless_full_input_client_keeps_one_session(proxy: Proxy) -> 
         ]  # fmt: skip
     assert len(sessions) == 1
     journal = await _journal(proxy, sessions.pop())
-    assert [t["parent"] for t in journal["turns"]] == [-1, 0, 1, 2, 3, 4]
+    assert [t["parent"] for t in journal["turns"]] == list(range(-1, 29))
 
 
 async def test_repeating_the_continued_conversation_does_not_duplicate_it(proxy: Proxy) -> None:
@@ -385,3 +385,13 @@ async def test_truncation_disabled_never_compacts(start_proxy: ProxyFactory, mon
         model="tiny-model", input="and now compact", previous_response_id=previous, truncation="auto"
     )
     assert auto.status == "completed" and proxy.fake.summaries
+
+
+async def test_the_session_header_names_the_session(proxy: Proxy) -> None:
+    client = proxy.client()
+    first, session = await _create(client, input="named", extra_headers={"X-Session-Id": "my-agent"})
+    assert session == "my-agent"
+    _, continued = await _create(client, input="and on", previous_response_id=first.id)
+    assert continued == "my-agent"
+    journal = await _journal(proxy, "my-agent")
+    assert [t["parent"] for t in journal["turns"]] == [-1, 0]
