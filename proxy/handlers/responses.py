@@ -111,6 +111,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     lead, own = _own_input(call)
     if len(own) >= len(prior) and [message_hash(m) for m in own[: len(prior)]] == [message_hash(m) for m in prior]:
         own = own[len(prior) :]  # the client repeated the conversation it continues
+    if not own and (not prior or prior[-1].get("role") == "assistant"):
+        raise BadRequest("Missing required parameter: 'input'.", param="input", code="missing_required_parameter")
     conversation = [*prior, *own]
     messages = [*lead, *conversation]
     chat = ChatRequest(

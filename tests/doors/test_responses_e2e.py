@@ -243,6 +243,21 @@ async def test_built_in_tools_are_refused(proxy: Proxy) -> None:
     assert proxy.fake.received == []
 
 
+async def test_a_request_with_nothing_to_answer_is_refused(proxy: Proxy) -> None:
+    client = proxy.client()
+    first = await client.responses.create(model="gpt-4o-mini", input="x")
+    for fields in (
+        {},
+        {"input": []},
+        {"input": [{"type": "reasoning", "summary": []}]},
+        {"previous_response_id": first.id},
+    ):
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.responses.create(model="gpt-4o-mini", **fields)
+        assert caught.value.body["param"] == "input"  # type: ignore[index]
+    assert len(proxy.fake.received) == 1
+
+
 async def test_bad_json_is_a_400(proxy: Proxy) -> None:
     async with (
         aiohttp.ClientSession() as http,
