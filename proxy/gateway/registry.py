@@ -53,9 +53,14 @@ class KeyRegistry:
         self._runtime_by_hash, self._version = runtime, version
 
     async def follow(self) -> None:
-        """Refresh forever (cancelled at stop); an unreachable store is logged once per outage."""
+        """Refresh until cancelled; an unreachable store is logged once per outage.
+
+        A cancellation that a store call swallowed (redis-py can return normally from a
+        command that was cancelled) still ends the loop: the task stays marked as cancelling."""
+        task = asyncio.current_task()
+        assert task is not None, "follow() runs as a task of its own"
         failing = False
-        while True:
+        while not task.cancelling():
             await asyncio.sleep(REFRESH_S)
             try:
                 await self.refresh()

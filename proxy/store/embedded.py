@@ -100,7 +100,7 @@ class EmbeddedRedis:
         self.paths.socket.unlink(missing_ok=True)
         if len(str(self.paths.socket)) > 100:
             raise EmbeddedServerError(f"redis.data_dir path is too long for a unix socket: {self.paths.socket}")
-        self._process = subprocess.Popen(
+        self._process = subprocess.Popen(  # noqa: ASYNC220 (returns at once; the child is polled, never waited on)
             [find_server_binary(), *self._server_args()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -111,19 +111,25 @@ class EmbeddedRedis:
         log.info("embedded redis started pid=%s socket=%s", self._process.pid, self.paths.socket)
         return self.url
 
-    async def stop(self) -> None:
-        """SIGTERM (the server fsyncs its AOF and exits), SIGKILL after a bounded wait."""
+    async def stop(self, timeout_s: float = _STOP_TIMEOUT_S) -> None:
+        """SIGTERM (the server fsyncs its AOF and exits), SIGKILL if it is still running
+        `timeout_s` later, or if this stop is itself cancelled: the server never outlives it."""
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + _STOP_TIMEOUT_S
-            while process.poll() is None and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
-            if process.poll() is None:
+        try:
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                deadline = time.monotonic() + timeout_s
+                while process.poll() is None and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                if process.poll() is None:
+                    log.warning("embedded redis pid=%s did not stop within %.1f s; killed", process.pid, timeout_s)
+                else:
+                    log.info("embedded redis stopped")
+        finally:
+            if process is not None and process.poll() is None:
                 process.kill()
                 process.wait()
-            log.info("embedded redis stopped")
-        self._unlock()
+            self._unlock()
 
     def _server_args(self) -> list[str]:
         p = self.paths
@@ -154,7 +160,7 @@ class EmbeddedRedis:
         raise EmbeddedServerError(f"embedded redis did not start; its log ends with: {tail}")
 
     def _try_lock(self) -> bool:
-        handle = open(self.paths.lock, "a+")
+        handle = open(self.paths.lock, "a+")  # noqa: SIM115 (held open, locked, for the proxy's whole life)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -8,8 +8,11 @@ shutdown has begun, so a turn cut off now is `interrupted`, not `canceled` by it
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine
 from typing import Any
+
+log = logging.getLogger("context_proxy.turn")
 
 
 class PendingWrites:
@@ -29,6 +32,10 @@ class PendingWrites:
         await asyncio.shield(task)
 
     async def drain(self, timeout_s: float) -> None:
-        """Wait (bounded) for the writes still running."""
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=timeout_s)
+        """Wait at most `timeout_s` for the writes still running; the ones still running then
+        are logged and left to the store's close (their turns may not be journaled)."""
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        if pending:
+            log.warning("%d journal writes did not land within %.1f s of shutdown", len(pending), timeout_s)

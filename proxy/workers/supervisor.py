@@ -8,10 +8,12 @@ port with SO_REUSEPORT, so the kernel spreads new connections evenly over the wo
 (with one shared socket, an event loop that wakes first accepts every connection that
 is waiting, and a burst of new connections lands on one worker).
 
-SIGTERM or SIGINT is passed to every worker once; each drains as a single process does
+SIGTERM or SIGINT is passed to every worker once; each stops as a single process does
 (stops accepting, finishes in-flight requests and journal writes within
-`server.shutdown_timeout_s`); a worker still running `_GRACE_S` later is killed. Then the
-embedded server is stopped, once. A worker that dies on its own is logged and replaced;
+`server.shutdown_timeout_s`, the whole stop within `proxy.serving.stop_bound_s`); a worker
+still running `_GRACE_S` after that bound is killed. Then the embedded server is stopped,
+once (killed if it does not stop within one cleanup step). A second signal is only logged:
+every stop is bounded already. A worker that dies on its own is logged and replaced;
 one that fails before it accepts (Redis unreachable, say) stops the whole server with
 status 1 instead of being restarted over and over. Workers live in their own process
 group, so a terminal's Ctrl-C reaches only the supervisor (it passes the signal on once),
@@ -37,12 +39,14 @@ from typing import NoReturn
 
 from proxy.config import Settings
 from proxy.metrics_peers import peer_socket
+from proxy.serving import cleanup_bound_s, stop_bound_s
 from proxy.store import EmbeddedRedis
 from proxy.workers.worker import Slot, run_worker
 
 log = logging.getLogger("context_proxy.workers")
 
-_GRACE_S = 10.0
+_GRACE_S = 2.0
+"""How long past its own stop bound a worker may take to exit (its interpreter's exit)."""
 _SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGCHLD}
 
 
@@ -61,7 +65,7 @@ def serve_workers(settings: Settings, *, on_listening: Callable[[int], None]) ->
             return _Supervisor(shared, Path(run_dir), on_listening).run()
     finally:
         if embedded is not None:
-            asyncio.run(embedded.stop())
+            asyncio.run(embedded.stop(cleanup_bound_s(settings)))
 
 
 @dataclass
@@ -162,8 +166,7 @@ class _Supervisor:
             log.info("%s: draining %d workers", signal.Signals(signum).name, len(self.workers))
             self._drain()
         else:
-            log.warning("%s again: passed on, the workers stop without waiting", signal.Signals(signum).name)
-            self._signal_all(signal.SIGTERM)
+            log.info("%s again: the workers are already stopping", signal.Signals(signum).name)
 
     def _on_ready(self, data: bytes) -> None:
         for line in data.split():
@@ -195,7 +198,7 @@ class _Supervisor:
                 self._spawn(worker.index)
 
     def _drain(self) -> None:
-        self.deadline = time.monotonic() + self.settings.server.shutdown_timeout_s + _GRACE_S
+        self.deadline = time.monotonic() + stop_bound_s(self.settings) + _GRACE_S
         self._signal_all(signal.SIGTERM)
 
     def _signal_all(self, signum: int) -> None:

@@ -24,9 +24,9 @@ from proxy.app import CleanupContext, create_app
 from proxy.config import Settings
 from proxy.errors import ConfigError, StoreUnavailable
 from proxy.handlers.health import exposition
-from proxy.keys import PEERS
+from proxy.keys import PEERS, SETTINGS
 from proxy.metrics_peers import MetricPeers
-from proxy.serving import run_app
+from proxy.serving import await_within, cleanup_bound_s, run_app
 
 log = logging.getLogger("context_proxy.workers")
 
@@ -61,7 +61,7 @@ async def _private_metrics(app: web.Application) -> AsyncIterator[None]:
     server = await peers.serve(lambda: exposition(app))
     yield
     server.close()
-    await server.wait_closed()
+    await await_within(cleanup_bound_s(app[SETTINGS]), server.wait_closed(), "closing the metrics socket")
     peers.own.unlink(missing_ok=True)
 
 
