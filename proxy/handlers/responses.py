@@ -101,6 +101,12 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if turns.deps.strategies.spec_for("", strategy) is None:
         return await _pass_through(request, raw)
     call = parse_request(_parsed(raw))
+    if call.compactions:
+        raise BadRequest(
+            "'input' holds a compaction item, which this proxy did not make.",
+            param="input",
+            code="invalid_value",
+        )
     request[ROUTE_MODEL] = call.model
     check_model(request, call.model)
     spec = ("full",) if call.truncation == "disabled" else turns.deps.strategies.spec_for(call.model, strategy)

@@ -258,6 +258,16 @@ async def test_a_request_with_nothing_to_answer_is_refused(proxy: Proxy) -> None
     assert len(proxy.fake.received) == 1
 
 
+async def test_a_compaction_item_the_proxy_did_not_make_is_refused(proxy: Proxy) -> None:
+    item = {"type": "compaction", "encrypted_content": "opaque"}
+    with pytest.raises(openai.BadRequestError) as caught:
+        await proxy.client().responses.create(
+            model="gpt-4o-mini", instructions="x", input=[{"role": "user", "content": "a"}, item]
+        )
+    assert caught.value.body["param"] == "input"  # type: ignore[index]
+    assert proxy.fake.received == []
+
+
 async def test_bad_json_is_a_400(proxy: Proxy) -> None:
     async with (
         aiohttp.ClientSession() as http,
