@@ -1,6 +1,7 @@
 """Starts the image's build as soon as collection ends, when the image test is among the
-tests to run, so that the build overlaps with the rest of the suite (the test waits for it);
-a session that ends first stops it."""
+tests to run, and moves that test to the end of the run: the build then overlaps with the
+rest of the suite, and the test waits only for what is left of it. A session that ends
+first stops the build."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from tests.image.build import BUILD, CACHE, BackgroundBuild
 from tests.image.buildah import unavailable
 
 HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: Path(item.path).is_relative_to(HERE))  # stable: the others keep their order
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
