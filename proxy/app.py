@@ -33,10 +33,10 @@ from proxy.metrics import Metrics
 from proxy.serving import await_within, cleanup_bound_s
 from proxy.session_api import PastContexts, SessionAPI
 from proxy.sessions.derived import DerivedSessions
-from proxy.sessions.paths import PathCache
 from proxy.store import EmbeddedRedis, Store
 from proxy.turn import PendingWrites, TurnDeps, TurnService
 from proxy.turn.builder import Builders
+from proxy.turn.paths import PathCache
 from proxy.upstream import Routes
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]

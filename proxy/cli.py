@@ -22,10 +22,10 @@ from proxy.events import EventBus
 from proxy.gateway import Gateway
 from proxy.serving import run_app
 from proxy.session_api.clear import clear_context
+from proxy.session_api.view import session_view
 from proxy.sessions import Identity, tenant_of
-from proxy.sessions.paths import PathCache
-from proxy.sessions.view import session_view
 from proxy.store import EmbeddedRedis, EmbeddedServerError, SessionKeys, Store, running_server_url
+from proxy.turn.paths import PathCache
 from proxy.workers import serve_workers
 
 

@@ -30,7 +30,9 @@ def make_summarizer(
         messages_json = orjson.dumps(messages)
         chat = ChatRequest({"model": model}, b"", model, messages, stream=False, include_usage=False)
         outgoing = dialect.request(chat, messages_json, default_max_tokens=max_tokens)
-        response = await upstream.post_json(outgoing.path, outgoing.body, authorization=authorization, timeout_s=timeout_s)
+        response = await upstream.post_json(
+            outgoing.path, outgoing.body, authorization=authorization, timeout_s=timeout_s
+        )
         answer = dialect.answer(response)
         raw = await answer.read()
         if answer.status != 200:

@@ -55,6 +55,22 @@ class Prepared:
         return chat, self.messages_json[:-1] + b"," + orjson.dumps(added)[1:]
 
 
+@dataclass(frozen=True)
+class Fill:
+    """How full the turn's window is, as the handoff notice measures it."""
+
+    encoder: Encoder
+    trigger: int | None
+    """None when the strategy never compacts (server-managed, `full`): no handoff notice then."""
+    new_tokens: int
+    """The new input's tokens."""
+    usage: JSONObject | None
+    """The session's fed-back usage: the headroom is measured as the trigger measures."""
+    overhead: int
+    """The reply primer and tool schemas the budget step reserved."""
+    request_id: str
+
+
 class ContextTools:
     def __init__(self, context: ContextSettings, store: Store, events: EventBus) -> None:
         self._context = context
@@ -81,32 +97,18 @@ class ContextTools:
         await self._store.clear_compaction_request(keys)
 
     async def prepare(
-        self,
-        chat: ChatRequest,
-        fitted: Fitted,
-        new_input: list[Message],
-        *,
-        keys: SessionKeys,
-        encoder: Encoder,
-        trigger: int | None,
-        new_tokens: int,
-        usage: JSONObject | None,
-        overhead: int,
-        request_id: str,
+        self, chat: ChatRequest, fitted: Fitted, new_input: list[Message], *, keys: SessionKeys, fill: Fill
     ) -> Prepared:
-        """The first upstream request: the fitted history and `new_input` (`new_tokens`
-        tokens) composed, the proxy's tools added. `usage`: the session's fed-back usage (the
-        headroom is measured as the trigger measures); `trigger`: None when the strategy never
-        compacts (server-managed, `full`), so no handoff notice; `overhead`: the reply primer
-        and tool schemas the budget step reserved."""
-        history = fitted.history
+        """The first upstream request: the fitted history and `new_input` composed, the proxy's
+        tools added, the handoff notice appended when `fill` says it is due."""
+        history, encoder, request_id = fitted.history, fill.encoder, fill.request_id
         window_id = history.window.current
         tools = self.tools_for(chat, window_id)
         self._tell_shadowed(tools, request_id)
         body = with_tools(chat.body, tools)
-        extra = request_overhead(encoder, body.get("tools")) - overhead
-        size = fitted.tokens + new_tokens
-        notice = await self._notice(chat.model, keys, window_id, trigger, size, usage, request_id)
+        extra = request_overhead(encoder, body.get("tools")) - fill.overhead
+        size = fitted.tokens + fill.new_tokens
+        notice = await self._notice(chat.model, keys, window_id, fill.trigger, size, fill.usage, request_id)
         if notice is None:
             return Prepared(replace(chat, body=body), compose_json(history, new_input), window_id, tools, extra)
         messages = handoff.with_notice(compose_messages(history, new_input), notice)

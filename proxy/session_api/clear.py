@@ -18,9 +18,9 @@ from proxy.context.window import Window, archive_uri
 from proxy.errors import Conflict
 from proxy.events import ContextCleared, EventBus
 from proxy.sessions import Identity
-from proxy.sessions.paths import PathCache
 from proxy.store import SessionKeys, Store
 from proxy.turn.conversation import load_conversation
+from proxy.turn.paths import PathCache
 from proxy.types import JSONObject
 
 _ATTEMPTS = 3

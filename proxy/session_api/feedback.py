@@ -3,19 +3,15 @@
 `POST /v1/sessions/{id}/turns/{turn}/feedback` appends one entry to the turn's feedback;
 the turn itself is never edited. `GET /v1/sessions/{id}` shows the entries with each
 turn, a context builder receives them, and with `context.use_preferred` later contexts
-send a turn's latest preferred reply instead of its original output.
+send a turn's latest preferred reply instead of its original output (`proxy/turn/projection.py`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
-from proxy.context.clearing import Position, rewritten
-from proxy.context.compose import History
-from proxy.context.tokens import Encoder, count_message
 from proxy.errors import BadRequest
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject
 
 FIELDS = ("preferred", "rating", "comment")
 
@@ -37,16 +33,3 @@ def parse_feedback(body: object) -> JSONObject:
     if "comment" in body and not isinstance(comment, str):
         raise BadRequest("comment must be a string", param="comment")
     return {**{k: body[k] for k in FIELDS if k in body}, "created": time.time()}
-
-
-def with_preferred(history: History, preferred: Mapping[int, str], encoder: Encoder) -> History:
-    """`history` with each turn's output content replaced by its latest preferred reply."""
-    changes: dict[Position, Message] = {}
-    for u, unit in enumerate(history.units):
-        position = 0
-        for turn in unit.turns:
-            position += len(turn.messages)
-            text = preferred.get(turn.seq)
-            if text is not None and turn.completed and turn.output is not None:
-                changes[(u, position - 1)] = {**turn.output, "content": text}
-    return rewritten(history, changes, lambda m: count_message(encoder, m))

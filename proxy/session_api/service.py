@@ -13,11 +13,11 @@ from proxy.context.window import archive_uri
 from proxy.events import EventBus
 from proxy.session_api.clear import clear_context
 from proxy.session_api.feedback import parse_feedback
+from proxy.session_api.view import session_view
 from proxy.sessions import Identity
-from proxy.sessions.paths import PathCache
-from proxy.sessions.view import session_view
 from proxy.store import SessionKeys, Store
 from proxy.turn.conversation import load_conversation
+from proxy.turn.paths import PathCache
 from proxy.turn.projection import sent_history
 from proxy.types import JSONObject
 

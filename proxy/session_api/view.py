@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
-
-import orjson
 
 from proxy.context.window import FIRST_WINDOW
 from proxy.store import SessionDump
+from proxy.store.feedback import feedback_by_turn
 from proxy.types import JSONObject
 
 _RECORD_FIELDS = (
@@ -83,9 +81,3 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
             "completion_tokens": sum(((t.record.get("usage") or {}).get("completion_tokens") or 0) for t in dump.turns),
         },
     }
-
-
-def feedback_by_turn(meta: Mapping[str, str]) -> dict[int, list[Any]]:
-    """Feedback entries by turn seq, as `add_feedback.lua` stores them (`feedback:<seq>` fields)."""
-    prefix = "feedback:"
-    return {int(k[len(prefix) :]): orjson.loads(v) for k, v in meta.items() if k.startswith(prefix)}

@@ -18,10 +18,10 @@ from proxy.context.budget import Budget
 from proxy.context.tokens import Encoder
 from proxy.context.window import archive_uri
 from proxy.sessions import Identity
-from proxy.sessions.paths import PathCache
 from proxy.store import Store
 from proxy.turn.claim import CompactionClaim
 from proxy.turn.conversation import load_conversation
+from proxy.turn.paths import PathCache
 
 Job = Callable[[], Awaitable[None]]
 

@@ -8,8 +8,9 @@ dict: `seq`, `status`, `input`, `output`, `model`, `created`, `feedback`) and
 the session's leading system/developer block and the new input. The proxy still makes
 them valid (tool pairs, a user message first), counts them, and refuses with
 `context_length_exceeded` what cannot fit; nothing is compacted. A builder that raises
-(or returns something that is not a list of messages) fails the request with a 500
-`context_builder_failed`; the journal is untouched. It reads the session's whole
+(or returns something that is not a list of messages) fails the turn, as in june: the
+request answers 500 `context_builder_failed` and the turn is journaled `failed` with that
+error (its input kept, never in a later context). It reads the session's whole
 journal on every request: a cost in proportion to the session.
 """
 
@@ -26,8 +27,8 @@ from proxy.context.custom import check_messages, given_history, lineage_only
 from proxy.context.tokens import Encoder, count_messages
 from proxy.errors import ContextBuilderFailed
 from proxy.plugins import call, import_callable
-from proxy.sessions.view import feedback_by_turn
 from proxy.store import SessionDump, SessionKeys, Store
+from proxy.store.feedback import feedback_by_turn
 from proxy.types import JSONObject, Message
 
 

@@ -15,9 +15,9 @@ from proxy.context.compose import History, build_history, extend_history
 from proxy.context.window import Window
 from proxy.sessions import Identity, Reconciled, Turn, digest, needs_full_query, prefix_query, reconcile
 from proxy.sessions.messages import Digests
-from proxy.sessions.paths import CachedPath, PathCache
 from proxy.sessions.reconcile import ROOT, may_be_trimmed
 from proxy.store import LoadedSession, SessionKeys, Store
+from proxy.turn.paths import CachedPath, PathCache
 from proxy.types import JSONObject, Message
 
 

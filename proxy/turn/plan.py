@@ -17,10 +17,10 @@ from proxy.context.tokens import Encoder, TokenCounter
 from proxy.events import EventBus
 from proxy.gateway import Gate, no_gate
 from proxy.sessions.derived import DerivedSessions
-from proxy.sessions.paths import PathCache
 from proxy.store import Store
 from proxy.turn.builder import Builders
 from proxy.turn.conversation import Conversation
+from proxy.turn.paths import PathCache
 from proxy.turn.pending import PendingWrites
 from proxy.types import Message
 from proxy.upstream import Routes

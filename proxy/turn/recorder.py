@@ -22,9 +22,9 @@ from proxy.context_tools.rounds import ToolRounds
 from proxy.gateway import Admission, settle
 from proxy.sessions import Turn, TurnDraft, message_hash
 from proxy.sessions.derived import DerivedSessions
-from proxy.sessions.paths import PathCache
 from proxy.store import SessionKeys, Store
 from proxy.turn.outcome import Outcome
+from proxy.turn.paths import PathCache
 from proxy.turn.pending import PendingWrites
 from proxy.turn.status import cut_off
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from proxy.context.window import Window
 from proxy.sessions import digest
-from proxy.sessions.paths import CachedPath, PathCache
+from proxy.turn.paths import CachedPath, PathCache
 from tests.context.factories import history, turn
 
 KEY = ("tenant", "session")

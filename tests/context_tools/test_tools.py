@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.config import HandoffSettings, ToolSettings
+from proxy.context_tools import handoff
 from proxy.context_tools.tools import (
     NEW_CONTEXT,
     RECALL,
@@ -15,7 +16,6 @@ from proxy.context_tools.tools import (
     split_calls,
     with_tools,
 )
-from proxy.context_tools import handoff
 
 
 def call(name: str, id_: str = "c1") -> dict[str, Any]:

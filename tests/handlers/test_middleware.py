@@ -9,10 +9,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
-from proxy.handlers.relay import start_stream
 
 from proxy.context.budget import ContextTooLarge
 from proxy.handlers.middleware import error_middleware
+from proxy.handlers.relay import start_stream
 
 
 async def _started_then_broken(request: web.Request) -> web.StreamResponse:

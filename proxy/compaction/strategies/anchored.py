@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from proxy.compaction.prompts import ANCHOR_PREFIX, anchor_request
 from proxy.compaction.strategies.base import CompactionInput, CompactionResult
-from proxy.compaction.strategies.summarizing import CutSummarizer, summarize_span
+from proxy.compaction.strategies.summarizing import CutSummarizer, Style, summarize_span
+
+_STYLE = Style(anchor_request, ANCHOR_PREFIX, anchored=True)
 
 
 class Anchored(CutSummarizer):
     name = "anchored"
 
     async def compact(self, data: CompactionInput) -> CompactionResult:
-        return await summarize_span(
-            data, strategy=self.name, cut=self.cut(data), build_request=anchor_request, prompt=self.prompt,
-            carried=data.history.window.anchor, prefix=ANCHOR_PREFIX,
-            min_shrink_ratio=self.min_shrink_ratio, validator=self.validator, anchored=True,
-        )  # fmt: skip
+        return await summarize_span(data, self, cut=self.cut(data), carried=data.history.window.anchor, style=_STYLE)

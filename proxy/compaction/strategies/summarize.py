@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from proxy.compaction.prompts import SUMMARY_PREFIX, summarize_request
 from proxy.compaction.strategies.base import CompactionInput, CompactionResult
-from proxy.compaction.strategies.summarizing import CutSummarizer, previous_summary, summarize_span
+from proxy.compaction.strategies.summarizing import CutSummarizer, Style, previous_summary, summarize_span
+
+_STYLE = Style(summarize_request, SUMMARY_PREFIX)
 
 
 class Summarize(CutSummarizer):
     name = "summarize"
 
     async def compact(self, data: CompactionInput) -> CompactionResult:
-        return await summarize_span(
-            data, strategy=self.name, cut=self.cut(data), build_request=summarize_request, prompt=self.prompt,
-            carried=previous_summary(data), prefix=SUMMARY_PREFIX,
-            min_shrink_ratio=self.min_shrink_ratio, validator=self.validator,
-        )  # fmt: skip
+        return await summarize_span(data, self, cut=self.cut(data), carried=previous_summary(data), style=_STYLE)

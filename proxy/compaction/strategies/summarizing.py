@@ -7,7 +7,8 @@ compressed in parts, each folded into the summary of the parts before it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from proxy.compaction.gates import check_summary, run_validator
 from proxy.compaction.prompts import DEFAULT_PROMPT, CompressionPrompt, clean_summary, flatten, summary_message
@@ -28,6 +29,26 @@ CHUNK_SHARE = 0.6
 
 RequestBuilder = Callable[[list[Message], str | None, CompressionPrompt], list[Message]]
 """(span to compress, the summary or anchor so far, the compression options) -> the compression request."""
+
+
+class Gated(Protocol):
+    """A summarizing strategy: its name, its compression options and its quality gates."""
+
+    name: str
+    prompt: CompressionPrompt
+    min_shrink_ratio: float
+    validator: Validator | None
+
+
+@dataclass(frozen=True)
+class Style:
+    """How a strategy's summary is asked for and shown."""
+
+    build_request: RequestBuilder
+    prefix: str
+    """The summary message's opening line."""
+    anchored: bool = False
+    """The summary is the window's anchor (`anchored`), folded into the next one."""
 
 
 class CutSummarizer:
@@ -52,20 +73,11 @@ class CutSummarizer:
 
 
 async def summarize_span(
-    data: CompactionInput,
-    *,
-    strategy: str,
-    cut: int,
-    build_request: RequestBuilder,
-    prompt: CompressionPrompt,
-    carried: str | None,
-    prefix: str,
-    min_shrink_ratio: float,
-    validator: Validator | None,
-    anchored: bool = False,
+    data: CompactionInput, gated: Gated, *, cut: int, carried: str | None, style: Style
 ) -> CompactionResult:
     """Evict `units[:cut]`; the compression model folds them into `carried` (the previous
     summary or anchor) and its answer stands in for them."""
+    strategy, prompt, validator = gated.name, gated.prompt, gated.validator
     units = data.history.units
     if cut <= 0:
         return CompactionResult.unchanged(strategy, data, "nothing to evict: every turn is kept")
@@ -74,18 +86,18 @@ async def summarize_span(
     limit = int(data.budget.context_window * CHUNK_SHARE)
     body = carried
     for chunk in chunks(prompt.stubbed(evicted_messages, data.count_text), limit, data.count_text):
-        answer = await _ask(data, build_request(chunk, body, prompt))
+        answer = await _ask(data, style.build_request(chunk, body, prompt))
         body = clean_summary(answer.text)
     body = body or ""
-    check_summary(body, evicted_messages, min_shrink_ratio=min_shrink_ratio, carried=carried)
+    check_summary(body, evicted_messages, min_shrink_ratio=gated.min_shrink_ratio, carried=carried)
     await run_validator(validator, body, evicted_messages, _messages(kept))
-    message = summary_message(prefix, body, data.archive_uri)
+    message = summary_message(style.prefix, body, data.archive_uri)
     window = lift_pinned(data.history.window, evicted)
     window = window.advance(
         boundary=evicted[-1].last_seq,
         summary=message,
         summary_tokens=data.count_text(message["content"]),
-        anchor=body if anchored else None,
+        anchor=body if style.anchored else None,
         evicted_units=window.evicted_units + len(evicted),
     )
     return CompactionResult(strategy, window, kept, evicted, changed=True, summary=replace(answer, text=body))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from proxy.compaction.prompts import DEFAULT_PROMPT, TURNS_PREFIX, CompressionPrompt, summarize_request
 from proxy.compaction.strategies.base import CompactionInput, CompactionResult, Validator
 from proxy.compaction.strategies.split import forced_cut
-from proxy.compaction.strategies.summarizing import previous_summary, summarize_span
+from proxy.compaction.strategies.summarizing import Style, previous_summary, summarize_span
 from proxy.context.budget import Budget
 from proxy.context.compose import History
 
@@ -27,6 +27,9 @@ def boundary_for(total: int, *, keep_recent: int, compact_after: int) -> int:
         return 0
     step = compact_after - keep_recent
     return ((total - keep_recent) // step) * step
+
+
+_STYLE = Style(summarize_request, TURNS_PREFIX)
 
 
 class Turns:
@@ -57,8 +60,4 @@ class Turns:
 
     async def compact(self, data: CompactionInput) -> CompactionResult:
         cut = forced_cut(data.history.units) if data.forced else self._cut(data.history)
-        return await summarize_span(
-            data, strategy=self.name, cut=cut, build_request=summarize_request, prompt=self.prompt,
-            carried=previous_summary(data), prefix=TURNS_PREFIX,
-            min_shrink_ratio=self.min_shrink_ratio, validator=self.validator,
-        )  # fmt: skip
+        return await summarize_span(data, self, cut=cut, carried=previous_summary(data), style=_STYLE)
