@@ -151,7 +151,8 @@ class UpstreamClient:
         query: Any = None,
         timeout_s: float | None = None,
     ) -> UpstreamResponse:
-        """Send one request; the caller must `release()` or `close()` the response."""
+        """Send one request; the caller reads the response whole (which releases its connection)
+        or streams it to its end, else `close()`s it."""
         url = self.url_for(v1_path)
         timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s else self._session.timeout
         if tracing.enabled():

@@ -9,7 +9,7 @@ failed, a quality gate refused the summary); history then stays unchanged.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from proxy.context.budget import Budget
@@ -60,7 +60,6 @@ class CompactionResult:
     changed: bool
     reason: str = ""
     summary: Summary | None = None
-    events: tuple[str, ...] = field(default=())
 
     @property
     def history(self) -> History:
