@@ -8,28 +8,9 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
-from aiohttp import web
 from openai.types.responses import Response
 
-import tests.conftest
-from proxy.app import create_app
-from proxy.config import Settings
-from proxy.handlers import responses
 from tests.conftest import Proxy, ProxyFactory
-
-
-def _with_responses(settings: Settings) -> web.Application:
-    """The app as `create_app` builds it, with the Responses routes until `create_app` adds them itself."""
-    app = create_app(settings)
-    if not any(r.canonical == responses.RESPONSES_PATH for r in app.router.resources()):
-        responses.add_routes(app)
-    return app
-
-
-@pytest.fixture
-async def proxy(start_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch) -> Proxy:
-    monkeypatch.setattr(tests.conftest, "create_app", _with_responses)
-    return await start_proxy(strategy="full")
 
 
 def _texts(items: Any) -> list[str]:
@@ -390,8 +371,7 @@ async def test_strategy_off_passes_the_request_upstream_untouched(proxy: Proxy) 
     assert proxy.fake.received == []
 
 
-async def test_truncation_disabled_never_compacts(start_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tests.conftest, "create_app", _with_responses)
+async def test_truncation_disabled_never_compacts(start_proxy: ProxyFactory) -> None:
     proxy = await start_proxy(strategy="summarize")
     client = proxy.client()
     previous: str | None = None
