@@ -79,6 +79,8 @@ class TurnDraft:
     system: list[Message] | None = None
     system_tokens: list[int] = field(default_factory=list)
     created: float = field(default_factory=time.time)
+    imported: bool = False
+    """An earlier exchange a request carried (`imported.py`): journaled, not answered by the proxy."""
 
     def record(
         self,
@@ -97,7 +99,7 @@ class TurnDraft:
             hashes.append(output_hash)
         return {
             "status": status,
-            "model": self.model,
+            "model": None if self.imported else self.model,
             "input": self.input,
             "output": output,
             "tokens": tokens,
@@ -113,4 +115,5 @@ class TurnDraft:
             "system_tokens": self.system_tokens if self.system else None,
             "created": self.created,
             "finished": time.time(),
+            **({"imported": True} if self.imported else {}),
         }

@@ -24,7 +24,9 @@ its conversation, which the rules below read.
 5. Not found, explicit session id: a delta client. The whole conversation is new input,
    attached to the head at commit time.
 In every case the system prompt sent upstream is the request's own; a request without
-one gets the one the session's latest turn carried.
+one gets the one the session's latest turn carried. New input that holds earlier complete
+exchanges (a conversation that arrives long) is then journaled as imported turns, so only
+the request's own last turn stays new input (`imported.py`).
 """
 
 from __future__ import annotations

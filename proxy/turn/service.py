@@ -37,6 +37,7 @@ from proxy.turn.conversation import Conversation, load_conversation
 from proxy.turn.facts import fitting
 from proxy.turn.fallback import Attempt, discard, fallback_reason, for_model
 from proxy.turn.forward import forward, refusal_message
+from proxy.turn.importer import import_exchanges
 from proxy.turn.outcome import Outcome
 from proxy.turn.plan import Caller, Plan, TurnDeps
 from proxy.turn.projection import sent_history, sent_input
@@ -57,6 +58,7 @@ class TurnService:
             conversation = await self._load(caller, messages)
             span.set("session", conversation.identity.session)
         encoder = await d.tokens.encoder_for(chat.model)
+        conversation = await import_exchanges(d, conversation, encoder, request_id=caller.request_id)
         conversation, system = await self._with_request_system(conversation, leading, encoder)
         strategy = d.strategies.build(spec, chat.model)
         params = server_params(strategy)

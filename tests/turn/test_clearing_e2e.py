@@ -49,5 +49,7 @@ async def test_thinking_and_think_tags_are_stripped(start_proxy: ProxyFactory) -
     assert all("reasoning_content" not in m for m in sent)
     assert [m["content"] for m in sent if m["role"] == "assistant"][-1].startswith("Answer 3")
     _, journal = await session_json(proxy, "thinker")
-    assert journal["turns"][0]["input"][1]["reasoning_content"] == "The capital of France is Paris."
-    assert journal["turns"][2]["output"]["content"].startswith("<think>")
+    assert journal["turns"][0]["output"]["reasoning_content"] == "The capital of France is Paris.", (
+        "imported as it came"
+    )
+    assert journal["turns"][3]["output"]["content"].startswith("<think>")
