@@ -36,3 +36,17 @@ async def wait_ready(url: str) -> None:
                 pass
             await asyncio.sleep(0.05)
     raise AssertionError("the proxy did not become ready")
+
+
+def server_pid(data_dir: Path) -> int:
+    """The pid of the embedded server a proxy runs on `data_dir`, from the server's pidfile."""
+    return int((data_dir / "redis.pid").read_text())
+
+
+def is_running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return ") Z " not in stat
