@@ -28,6 +28,12 @@ TAG = "localhost/context-proxy:test"
 BASE_TIMEOUT_S = 240.0
 BUILD_TIMEOUT_S = 240.0
 _NICENESS = 10
+_TOOK = "took "
+
+
+def timings(output: str) -> list[str]:
+    """What each step of a build took, from its output (base first, then the Dockerfile)."""
+    return [line.removeprefix(_TOOK) for line in output.splitlines() if line.startswith(_TOOK)]
 
 
 def _step(argv: list[str], timeout_s: float) -> str:
@@ -37,7 +43,7 @@ def _step(argv: list[str], timeout_s: float) -> str:
     print(done.stdout, end="", flush=True)
     if done.returncode != 0:
         raise SystemExit(f"{argv[0]} exited {done.returncode}")
-    print(f"({time.monotonic() - started:.1f}s)", flush=True)
+    print(f"{_TOOK}{time.monotonic() - started:.1f}s", flush=True)
     return done.stdout
 
 
@@ -65,13 +71,13 @@ class BackgroundBuild:
             )  # fmt: skip
 
     def wait(self, timeout_s: float) -> str:
-        """The image's name once the build has ended; AssertionError with the log if it failed."""
+        """The build's output once it has ended; AssertionError with that output if it failed."""
         assert self._process is not None, "the build was not started"
         code = self._process.wait(timeout_s)
         output = self.log.read_text(errors="replace")
         if code != 0:
             raise AssertionError(f"the image build exited {code}:\n{output[-4000:]}")
-        return TAG
+        return output
 
     def stop(self) -> None:
         """Ends a build still running (an interrupted session), its whole process group."""
