@@ -16,37 +16,50 @@ is journaled either way. `X-Context-Strategy: off` sends the request upstream un
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 
 import orjson
 from aiohttp import web
 
+from proxy.compaction import make_summarizer
+from proxy.compaction.strategies import CompactionInput, CompactionResult, StrategyError, without_server
+from proxy.context.budget import make_budget
+from proxy.context.compose import History, build_history
+from proxy.context.window import Window, archive_uri
 from proxy.doors.responses import ResponsesDoor
 from proxy.doors.responses_codec import (
-    ResponsesCall,
+    CompactCall,
+    compacted_object,
+    compaction_item,
     conversation_object,
     input_items_of,
     item_list,
+    parse_compact,
     parse_conversation_create,
     parse_conversation_items,
     parse_conversation_update,
     parse_request,
+    restore,
+    usage_of,
 )
-from proxy.errors import BadRequest, NotFound
+from proxy.errors import BadRequest, NotFound, UpstreamUnavailable
 from proxy.handlers.gateway import admit, check_model, gate
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.relay import relay_turn
 from proxy.handlers.request import read_body
 from proxy.keys import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, STORE, TURN_FACTS, TURNS
-from proxy.sessions import message_hash, requested_session
-from proxy.store.responses import ResponseStore, StoredConversation, StoredResponse
-from proxy.turn import STRATEGY_HEADER, Caller, ChatRequest
+from proxy.sessions import Turn, message_hash, requested_session
+from proxy.sessions.identity import validate_session_id
+from proxy.store.responses import ResponseStore, StoredCompaction, StoredConversation, StoredResponse
+from proxy.turn import STRATEGY_HEADER, Caller, ChatRequest, TurnService
 from proxy.turn.outcome import Outcome
 from proxy.types import JSONObject, Message
 
 RESPONSES = web.AppKey("responses", ResponseStore)
 RESPONSES_PATH = "/v1/responses"
+COMPACT_PATH = RESPONSES_PATH + "/compact"
 
 
 def add_routes(app: web.Application) -> None:
@@ -54,6 +67,7 @@ def add_routes(app: web.Application) -> None:
     app.on_startup.append(_open_store)
     app.router.add_post(RESPONSES_PATH, create_response)
     app.router.add_post("/s/{session}" + RESPONSES_PATH, create_response)
+    app.router.add_post(COMPACT_PATH, compact)
     app.router.add_get(RESPONSES_PATH + "/{id}", get_response)
     app.router.add_delete(RESPONSES_PATH + "/{id}", delete_response)
     app.router.add_get(RESPONSES_PATH + "/{id}/input_items", list_input_items)
@@ -99,28 +113,19 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     raw = await read_body(request, int(settings.server.max_body_mb * 1024 * 1024))
     strategy = request.headers.get(STRATEGY_HEADER)
     if turns.deps.strategies.spec_for("", strategy) is None:
-        return await _pass_through(request, raw)
+        return await _pass_through(request, raw, RESPONSES_PATH)
     call = parse_request(_parsed(raw))
-    if call.compactions:
-        raise BadRequest(
-            "'input' holds a compaction item, which this proxy did not make.",
-            param="input",
-            code="invalid_value",
-        )
     request[ROUTE_MODEL] = call.model
     check_model(request, call.model)
     spec = ("full",) if call.truncation == "disabled" else turns.deps.strategies.spec_for(call.model, strategy)
     assert spec is not None  # `off` was answered above
     tenant = request[PRINCIPAL].tenant
     store = request.app[RESPONSES]
-    session, prior = await _continued(store, tenant, call)
-    lead, own = _own_input(call)
-    if len(own) >= len(prior) and [message_hash(m) for m in own[: len(prior)]] == [message_hash(m) for m in prior]:
-        own = own[len(prior) :]  # the client repeated the conversation it continues
-    if not own and (not prior or prior[-1].get("role") == "assistant"):
-        raise BadRequest("Missing required parameter: 'input'.", param="input", code="missing_required_parameter")
-    conversation = [*prior, *own]
-    messages = [*lead, *conversation]
+    session, prior = await _continued(store, tenant, call.previous_response_id, call.conversation)
+    messages = await _restored(store, tenant, call.chat_body["messages"], call.compactions)
+    lead = 1 if call.instructions is not None else 0
+    conversation = _conversation_of(prior, messages[lead:])
+    messages = [*messages[:lead], *conversation]
     chat = ChatRequest(
         body={**call.chat_body, "messages": messages},
         raw=raw,
@@ -130,11 +135,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         include_usage=False,
     )
     if session is None:
-        session = requested_session(
-            path_session=request.match_info.get("session"),
-            header_session=request.headers.get(settings.sessions.header),
-            header_name=settings.sessions.header,
-        )
+        session = _named_session(request, call.prompt_cache_key)
     principal = request[PRINCIPAL]
     caller = Caller(
         tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID], gate(request)
@@ -160,31 +161,71 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _own_input(call: ResponsesCall) -> tuple[list[Message], list[Message]]:
-    """(the instructions as the leading system message, or nothing; the request's own input)."""
-    messages = call.chat_body["messages"]
-    lead = 1 if call.instructions is not None else 0
-    return messages[:lead], messages[lead:]
+def _conversation_of(prior: list[Message], own: list[Message]) -> list[Message]:
+    """The conversation continued (`prior`), then the request's own input, less any repeat of
+    `prior` at its start; a request that adds nothing to answer is a 400 naming `input`."""
+    if len(own) >= len(prior) and [message_hash(m) for m in own[: len(prior)]] == [message_hash(m) for m in prior]:
+        own = own[len(prior) :]  # the client repeated the conversation it continues
+    if not own and (not prior or prior[-1].get("role") == "assistant"):
+        raise BadRequest("Missing required parameter: 'input'.", param="input", code="missing_required_parameter")
+    return [*prior, *own]
 
 
-async def _continued(store: ResponseStore, tenant: str, call: ResponsesCall) -> tuple[str | None, list[Message]]:
+def _named_session(request: web.Request, prompt_cache_key: str | None) -> str | None:
+    """The session the path or the session header names, else the one `prompt_cache_key` names
+    (itself when it is a valid session id, else a digest of it); None: the core derives one."""
+    header = request.app[SETTINGS].sessions.header
+    named = requested_session(
+        path_session=request.match_info.get("session"),
+        header_session=request.headers.get(header),
+        header_name=header,
+    )
+    if named is not None or prompt_cache_key is None:
+        return named
+    try:
+        return validate_session_id(prompt_cache_key, "prompt_cache_key")
+    except BadRequest:  # any string is a cache key; a session id is not
+        return "cache-" + hashlib.sha256(prompt_cache_key.encode()).hexdigest()[:40]
+
+
+async def _continued(
+    store: ResponseStore, tenant: str, previous_response_id: str | None, conversation: str | None
+) -> tuple[str | None, list[Message]]:
     """(the session, the conversation so far) that `previous_response_id` or `conversation` names."""
-    if call.previous_response_id is not None:
-        stored = await store.response(tenant, call.previous_response_id)
+    if previous_response_id is not None:
+        stored = await store.response(tenant, previous_response_id)
         if stored is None:
             raise NotFound(
-                f"Previous response with id '{call.previous_response_id}' not found.",
+                f"Previous response with id '{previous_response_id}' not found.",
                 param="previous_response_id",
                 code="previous_response_not_found",
             )
         return stored.session, stored.conversation
-    if call.conversation is not None:
-        record = await _conversation(store, tenant, call.conversation, param="conversation")
-        return call.conversation, await _history(store, tenant, record)
+    if conversation is not None:
+        record = await _conversation(store, tenant, conversation, param="conversation")
+        return conversation, await _history(store, tenant, record)
     return None, []
 
 
-async def _pass_through(request: web.Request, raw: bytes) -> web.StreamResponse:
+async def _restored(
+    store: ResponseStore, tenant: str, messages: list[Message], compactions: tuple[tuple[int, str], ...]
+) -> list[Message]:
+    """`messages` with the summary of each compaction item in its place; an item this tenant's
+    `/v1/responses/compact` did not make (or that expired) is a 400 naming `input`."""
+    summaries = []
+    for _, reference in compactions:
+        stored = await store.compaction(tenant, reference)
+        if stored is None:
+            raise BadRequest(
+                "'input' holds a compaction item that this proxy did not make for this key (or that expired).",
+                param="input",
+                code="invalid_value",
+            )
+        summaries.append(stored.summary)
+    return restore(messages, compactions, summaries)
+
+
+async def _pass_through(request: web.Request, raw: bytes, path: str) -> web.StreamResponse:
     """`X-Context-Strategy: off`: the body goes upstream as the client sent it; nothing is journaled or stored."""
     body = _parsed(raw)
     model = body.get("model") if isinstance(body, dict) else None
@@ -201,8 +242,112 @@ async def _pass_through(request: web.Request, raw: bytes) -> web.StreamResponse:
         request.headers, session_header=deps.settings.sessions.header, authorization=principal.upstream_authorization
     )
     headers.popall("Content-Encoding", None)  # raw is the decoded body
-    answer = await upstream.send("POST", RESPONSES_PATH, headers=headers, body=raw, query=request.query)
+    answer = await upstream.send("POST", path, headers=headers, body=raw, query=request.query)
     return await relay_raw(request, answer)
+
+
+# POST /v1/responses/compact
+
+
+async def compact(request: web.Request) -> web.StreamResponse:
+    """Compact the conversation (the response `previous_response_id` names, then `input`) with the
+    session's strategy, forced as `new_context` forces it: what it evicts leaves for one summary,
+    kept under a random reference per tenant, which the answer's `compaction` item carries; the
+    rest comes back verbatim. Nothing is journaled: the session's own window is untouched, and the
+    next request that sends these items back is reconciled as any other."""
+    turns = request.app[TURNS]
+    raw = await read_body(request, int(request.app[SETTINGS].server.max_body_mb * 1024 * 1024))
+    spec = turns.deps.strategies.spec_for("", request.headers.get(STRATEGY_HEADER))
+    if spec is None:
+        return await _pass_through(request, raw, COMPACT_PATH)
+    call = parse_compact(_parsed(raw))
+    request[ROUTE_MODEL] = call.model
+    check_model(request, call.model)
+    tenant, store = request[PRINCIPAL].tenant, request.app[RESPONSES]
+    _, prior = await _continued(store, tenant, call.previous_response_id, None)
+    messages = await _restored(store, tenant, call.messages, call.compactions)
+    conversation = _conversation_of(prior, messages[1 if call.instructions is not None else 0 :])
+    result = await _compacted(request, turns, call, conversation)
+    created_at = int(time.time())
+    compacted_id = _new_id("resp")
+    if result is None or not result.changed:
+        body = compacted_object(compacted_id, created_at=created_at, before=conversation, compaction=None, after=[],
+                                usage=_no_usage())  # fmt: skip
+        return web.json_response(body, dumps=_dumps)
+    window = result.window
+    item = None
+    if window.summary is not None:
+        reference = "cpx_" + secrets.token_urlsafe(32)
+        evicted = [m for unit in result.evicted for m in unit.messages]
+        await store.save_compaction(
+            tenant, reference, StoredCompaction(window.summary, evicted, call.model, created_at)
+        )
+        item = compaction_item(_new_id("cmp"), reference)
+    kept = [*window.pinned, *(m for unit in result.kept for m in unit.messages)]
+    usage = usage_of(result.summary.usage if result.summary is not None else None) or _no_usage()
+    body = compacted_object(
+        compacted_id, created_at=created_at, before=list(window.leading), compaction=item, after=kept, usage=usage
+    )
+    return web.json_response(body, dumps=_dumps)
+
+
+def _no_usage() -> JSONObject:
+    usage = usage_of({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0})
+    assert usage is not None
+    return usage
+
+
+async def _compacted(
+    request: web.Request, turns: TurnService, call: CompactCall, conversation: list[Message]
+) -> CompactionResult | None:
+    """The session's strategy run over `conversation` (a server-managed one as its inner strategy);
+    None when `conversation` holds a single unit. A failed compaction is a 502."""
+    deps, context = turns.deps, turns.deps.settings.context
+    encoder = await deps.tokens.encoder_for(call.model)
+    tokens = await deps.tokens.count_messages(encoder, conversation)
+    await admit(request, sum(tokens))
+    history = _history_of(conversation, tokens)
+    if len(history.units) < 2:
+        return None
+    spec = deps.strategies.spec_for(call.model, request.headers.get(STRATEGY_HEADER))
+    assert spec is not None  # `off` was passed through
+    strategy = without_server(deps.strategies.build(spec, call.model))
+    model = context.for_model(call.model)
+    budget = make_budget(
+        context_window=deps.limits.window(call.model, model.context_window or context.context_window),
+        trigger_ratio=model.trigger_ratio or context.trigger_ratio,
+        max_output_tokens=0,
+        overhead=0,
+        calibration=deps.tokens.calibration(call.model, encoder),
+    )
+    compression_model = context.compression_model or call.model
+    summarizer = make_summarizer(
+        deps.routes.client_for(compression_model),
+        model=compression_model,
+        authorization=request[PRINCIPAL].upstream_authorization,
+        timeout_s=context.compression_timeout_s,
+        max_tokens=context.max_tokens_for(compression_model),
+    )
+    data = CompactionInput(
+        history, budget, 0, summarizer, archive_uri(_new_id("cmp")),
+        lambda text: len(encoder.encode_ordinary(text)), forced=True,
+    )  # fmt: skip
+    try:
+        return await strategy.compact(data)
+    except StrategyError as exc:
+        raise UpstreamUnavailable(f"the compaction failed: {exc}") from exc
+
+
+def _history_of(conversation: list[Message], tokens: list[int]) -> History:
+    """`conversation` as a history of turns, one per user message and all that follows it (so a
+    tool call and its results stay together); its leading system/developer block as the window's."""
+    starts = [i for i, m in enumerate(conversation) if i == 0 or m.get("role") == "user"]
+    ends = [*starts[1:], len(conversation)]
+    turns = [
+        Turn(seq, "completed", tuple(conversation[start:end]), None, tuple(tokens[start:end]))
+        for seq, (start, end) in enumerate(zip(starts, ends, strict=True))
+    ]
+    return build_history(Window(), turns)
 
 
 # GET / DELETE /v1/responses/{id}, input items

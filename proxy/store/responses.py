@@ -1,12 +1,15 @@
-"""The Responses API's state beside the journal: stored Response objects and conversations.
+"""The Responses API's state beside the journal: stored Response objects, conversations, compactions.
 
 A stored response holds what continuing it needs (the conversation it answered, as core
 messages, and its answer) besides the Response object that retrieval shows; a conversation
-holds its metadata, the latest response made in it and the items added since. Each is one
-JSON string under the caller's tenant, expiring with the sessions (`sessions.ttl_s`):
+holds its metadata, the latest response made in it and the items added since; a compaction
+(made by `POST /v1/responses/compact`) holds the summary its item stands for and the span it
+replaced. Each is one JSON string under the caller's tenant, expiring with the sessions
+(`sessions.ttl_s`):
 
 - `cp:resp:<tenant>:<response id>`
 - `cp:conv:<tenant>:<conversation id>`
+- `cp:cmp:<tenant>:<encrypted_content>` (a random reference: another tenant's lookup finds nothing)
 
 Every call is one command on one key, so no hash tag is needed on a cluster.
 """
@@ -29,6 +32,20 @@ def response_key(tenant: str, response_id: str) -> str:
 
 def conversation_key(tenant: str, conversation_id: str) -> str:
     return f"{PREFIX}:conv:{tenant}:{conversation_id}"
+
+
+def compaction_key(tenant: str, reference: str) -> str:
+    return f"{PREFIX}:cmp:{tenant}:{reference}"
+
+
+@dataclass(frozen=True)
+class StoredCompaction:
+    summary: Message
+    """The message that stands in for the compacted span (restored in the item's place)."""
+    archive: list[Message]
+    """The span it replaced, verbatim."""
+    model: str
+    created_at: int
 
 
 @dataclass(frozen=True)
@@ -113,3 +130,13 @@ class ResponseStore:
     async def delete_conversation(self, tenant: str, conversation_id: str) -> bool:
         with mapped():
             return bool(await self._redis.delete(conversation_key(tenant, conversation_id)))
+
+    async def save_compaction(self, tenant: str, reference: str, compaction: StoredCompaction) -> None:
+        with mapped():
+            await self._redis.set(compaction_key(tenant, reference), orjson.dumps(asdict(compaction)), ex=self._ttl_s)
+
+    async def compaction(self, tenant: str, reference: str) -> StoredCompaction | None:
+        """The compaction `reference` names for this tenant (None: unknown, expired, or another tenant's)."""
+        with mapped():
+            raw = await self._redis.get(compaction_key(tenant, reference))
+        return StoredCompaction(**orjson.loads(raw)) if raw is not None else None

@@ -400,3 +400,17 @@ async def test_the_session_header_names_the_session(proxy: Proxy) -> None:
     assert continued == "my-agent"
     journal = await _journal(proxy, "my-agent")
     assert [t["parent"] for t in journal["turns"]] == [-1, 0]
+
+
+async def test_prompt_cache_key_names_the_session(proxy: Proxy) -> None:
+    client = proxy.client()
+    _, session = await _create(client, input="keyed", prompt_cache_key="codex-thread-1")
+    assert session == "codex-thread-1"
+    assert proxy.fake.chats[-1]["prompt_cache_key"] == "codex-thread-1"
+    first, odd = await _create(client, input="odd key", prompt_cache_key="a key / with spaces")
+    assert odd.startswith("cache-")
+    _, again = await _create(client, input="and again", prompt_cache_key="a key / with spaces")
+    assert again == odd
+    assert [m["content"] for m in _chat(proxy)] == ["odd key", first.output_text, "and again"]
+    _, named = await _create(client, input="x", prompt_cache_key="codex-thread-1", extra_headers={"X-Session-Id": "s1"})
+    assert named == "s1"

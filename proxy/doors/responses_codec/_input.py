@@ -188,3 +188,14 @@ def parse_items(
     for index, item in enumerate(items):
         built.add(item, at(path, index))
     return built.messages, built.compactions
+
+
+def parse_input(value: object, messages: list[Message]) -> tuple[list[Message], list[tuple[int, str]]]:
+    """A request's `input` (a string: one user message; or a list of items; or absent) appended to
+    `messages`, and the (position, encrypted_content) of each compaction item among it."""
+    if isinstance(value, str):
+        messages.append({"role": "user", "content": value})
+        return messages, []
+    if value is None or isinstance(value, list):
+        return parse_items(value or [], "input", messages, compactions_allowed=True)
+    raise invalid_type("input", "a string or an array of input items", value)

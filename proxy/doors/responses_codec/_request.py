@@ -19,7 +19,7 @@ from proxy.doors.responses_codec._checks import (
     string,
     unsupported,
 )
-from proxy.doors.responses_codec._input import parse_items
+from proxy.doors.responses_codec._input import parse_input
 from proxy.errors import BadRequest
 from proxy.types import JSONObject, Message
 
@@ -62,6 +62,11 @@ class ResponsesCall:
     """(position in `chat_body["messages"]`, encrypted_content) of each compaction item, in order."""
     echo: JSONObject
     """The request's fields as a Response object repeats them."""
+
+    @property
+    def prompt_cache_key(self) -> str | None:
+        key = self.chat_body.get("prompt_cache_key")
+        return key if isinstance(key, str) else None
 
 
 def _function_tools(value: object) -> tuple[list[JSONObject], list[JSONObject]]:
@@ -188,6 +193,24 @@ def _conversation(value: object) -> str | None:
     return string(obj(value, "conversation", frozenset({"id"})), "id", "conversation", required=True)
 
 
+def check_cache_options(body: JSONObject) -> None:
+    """`prompt_cache_options`, checked and not acted on (the upstream caches as it does)."""
+    if body.get("prompt_cache_options") is not None:
+        options = obj(body["prompt_cache_options"], "prompt_cache_options", frozenset({"ttl", "mode"}))
+        choice(options, "ttl", "prompt_cache_options", ("30m",))
+        choice(options, "mode", "prompt_cache_options", ("implicit", "explicit"))
+
+
+def passed_fields(body: JSONObject) -> JSONObject:
+    """The fields the chat core takes under the same name (`_PASSED`), checked."""
+    passed: JSONObject = {}
+    for key in _PASSED:
+        allowed = {"prompt_cache_retention": ("in_memory", "24h"), "service_tier": _SERVICE_TIERS}.get(key)
+        if (value := choice(body, key, "", allowed) if allowed else string(body, key, "")) is not None:
+            passed[key] = value
+    return passed
+
+
 def _ignored(body: JSONObject) -> None:
     """Fields accepted, checked and not acted on: the proxy has nothing they would change."""
     for index, entry in enumerate(array(body.get("include") or [], "include")):
@@ -196,10 +219,7 @@ def _ignored(body: JSONObject) -> None:
     if body.get("stream_options") is not None:
         boolean(obj(body["stream_options"], "stream_options", frozenset({"include_obfuscation"})),
                  "include_obfuscation", "stream_options")  # fmt: skip
-    if body.get("prompt_cache_options") is not None:
-        options = obj(body["prompt_cache_options"], "prompt_cache_options", frozenset({"ttl", "mode"}))
-        choice(options, "ttl", "prompt_cache_options", ("30m",))
-        choice(options, "mode", "prompt_cache_options", ("implicit", "explicit"))
+    check_cache_options(body)
     for index, entry in enumerate(array(body.get("context_management") or [], "context_management")):
         path = at("context_management", index)
         choice(obj(entry, path, frozenset({"type", "compact_threshold"})), "type", path, ("compaction",))
@@ -237,14 +257,7 @@ def parse_request(body: object) -> ResponsesCall:
     _ignored(fields)
     instructions = string(fields, "instructions", "")
     messages: list[Message] = [{"role": "system", "content": instructions}] if instructions is not None else []
-    raw_input = fields.get("input")
-    if isinstance(raw_input, str):
-        messages.append({"role": "user", "content": raw_input})
-        compactions: list[tuple[int, str]] = []
-    elif raw_input is None or isinstance(raw_input, list):
-        messages, compactions = parse_items(raw_input or [], "input", messages, compactions_allowed=True)
-    else:
-        raise invalid_type("input", "a string or an array of input items", raw_input)
+    messages, compactions = parse_input(fields.get("input"), messages)
 
     chat: JSONObject = {"model": model, "messages": messages}
     chat_tools, tools = _function_tools(fields["tools"]) if fields.get("tools") is not None else ([], [])
@@ -269,10 +282,7 @@ def parse_request(body: object) -> ResponsesCall:
     )
     if reasoning["effort"] is not None:
         chat["reasoning_effort"] = reasoning["effort"]
-    for key in _PASSED:
-        allowed = {"prompt_cache_retention": ("in_memory", "24h"), "service_tier": _SERVICE_TIERS}.get(key)
-        if (value := choice(fields, key, "", allowed) if allowed else string(fields, key, "")) is not None:
-            chat[key] = value
+    chat.update(passed_fields(fields))
     stream = bool(boolean(fields, "stream"))
     chat["stream"] = stream
     store = boolean(fields, "store") is not False
