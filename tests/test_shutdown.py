@@ -128,10 +128,10 @@ async def _turns_until_compacting(client: openai.AsyncOpenAI, fake: FakeOpenAI, 
 
 
 async def _until(condition: Callable[[], bool]) -> None:
-    for _ in range(200):
+    for _ in range(500):
         if condition():
             return
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.03)
     raise AssertionError("the work did not reach the upstream")
 
 
@@ -140,24 +140,25 @@ def _asks_to_stall(body: dict[str, Any]) -> bool:
     return last["role"] == "user" and "stall after" in str(last["content"])
 
 
-async def _work_in_flight(kind: str, client: openai.AsyncOpenAI, fake: FakeOpenAI) -> list[asyncio.Future[None]]:
-    """Start the kind's work and return once it is in flight (the upstream holds it)."""
+async def _start_work(
+    kind: str, client: openai.AsyncOpenAI, fake: FakeOpenAI, work: list[asyncio.Future[None]]
+) -> None:
+    """Start the kind's work (its tasks go to `work`) and return once it is in flight: the upstream holds it."""
     fake.summary_delay_s = 3600  # a summarizer that never answers
     if kind == "stalled summarizer":
         await _turns_until_compacting(client, fake, "bg")
-        return []
+        return
     if kind == "all at once, under load":
-        work = [asyncio.ensure_future(_turns_until_compacting(client, fake, f"bg{i}")) for i in range(6)]
+        work.extend(asyncio.ensure_future(_turns_until_compacting(client, fake, f"bg{i}")) for i in range(6))
         for i in range(30):
             text = "new context please, stall after 8" if i % 2 else "stall after 2"
             work.append(asyncio.ensure_future(_stream_until_stalled(client, f"st{i}", text)))
         await _until(lambda: len(fake.summaries) >= 3 and sum(map(_asks_to_stall, fake.received)) >= 30)
-        return work
+        return
     text = "new context please, stall after 8" if kind == "tool round" else "stall after 2"
     rounds = 2 if kind == "tool round" else 1
-    work = [asyncio.ensure_future(_stream_until_stalled(client, "s", text))]
+    work.append(asyncio.ensure_future(_stream_until_stalled(client, "s", text)))
     await _until(lambda: len(fake.received) >= rounds)
-    return work
 
 
 @pytest.mark.parametrize("kind", list(_KINDS))
@@ -181,7 +182,7 @@ async def test_sigterm_ends_the_proxy_in_time_whatever_is_in_flight(
     try:
         await wait_ready(url)
         server = server_pid(tmp_path / "data")
-        work = await _work_in_flight(kind, client, fake)
+        await _start_work(kind, client, fake, work)
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
         bound = stop_bound_s(load_settings(str(config))) + EXIT_MARGIN_S
