@@ -1,13 +1,15 @@
-"""`POST /v1/responses` and the Conversations API: the Responses door's HTTP edge and its state.
+"""`POST /v1/responses` (and `.../compact`), the Conversations API: the Responses door's HTTP edge and state.
 
 A response is a turn. Its request reaches the core as a full-history chat client's would:
 the conversation it continues (a stored response named by `previous_response_id`, or a
-conversation's latest response and the items added since), then its own input, after its
-own `instructions` (never carried over). The core's reconcile finds that conversation in
-the journal, so a response id that is not its session's head starts a branch there. With
-neither, the input is the whole conversation (a stateless client) and the session is the
-one it names (`/s/{session}/...`, the session header) or the one the core derives. Input
-that repeats the whole conversation it continues is not sent twice.
+conversation's messages), then its own input, after its own `instructions` (never carried
+over). The core's reconcile finds that conversation in the journal, so a response id that
+is not its session's head, or a conversation an item was deleted from, starts a branch
+there. With neither, the input is the whole conversation (a stateless client) and the
+session is the one it names (`/s/{session}/...`, the session header, else
+`prompt_cache_key`) or the one the core derives. Input that repeats the whole conversation
+it continues is not sent twice; a `compaction` item of the input is restored to the summary
+it stands for.
 
 A completed response is stored (`proxy/store/responses.py`) unless `store: false`; its turn
 is journaled either way. `X-Context-Strategy: off` sends the request upstream untouched.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from dataclasses import replace
 
 import orjson
 from aiohttp import web
@@ -43,6 +46,7 @@ from proxy.doors.responses_codec import (
     parse_request,
     restore,
     usage_of,
+    without_item,
 )
 from proxy.errors import BadRequest, NotFound, UpstreamUnavailable
 from proxy.handlers.gateway import admit, check_model, gate
@@ -77,6 +81,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_delete("/v1/conversations/{id}", delete_conversation)
     app.router.add_get("/v1/conversations/{id}/items", list_conversation_items)
     app.router.add_post("/v1/conversations/{id}/items", add_conversation_items)
+    app.router.add_get("/v1/conversations/{id}/items/{item_id}", get_conversation_item)
+    app.router.add_delete("/v1/conversations/{id}/items/{item_id}", delete_conversation_item)
 
 
 async def _open_store(app: web.Application) -> None:
@@ -151,9 +157,9 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         await store.save_response(tenant, response_id, stored)
         if call.conversation is not None:
             record = await store.conversation(tenant, call.conversation)
-            if record is not None:
-                updated = StoredConversation(record.created_at, record.metadata, last=response_id)
-                await store.save_conversation(tenant, call.conversation, updated)
+            if record is not None:  # items added or deleted meanwhile stay so
+                added = [*conversation[len(prior) :], outcome.output]
+                await store.save_conversation(tenant, call.conversation, record.extended(added))
 
     door = ResponsesDoor(call, response_id=response_id, created_at=int(time.time()), keep=keep)
     response = await relay_turn(request, turn, door)
@@ -203,7 +209,7 @@ async def _continued(
         return stored.session, stored.conversation
     if conversation is not None:
         record = await _conversation(store, tenant, conversation, param="conversation")
-        return conversation, await _history(store, tenant, record)
+        return conversation, record.messages
     return None, []
 
 
@@ -398,17 +404,10 @@ async def _conversation(store: ResponseStore, tenant: str, conversation_id: str,
     return record
 
 
-async def _history(store: ResponseStore, tenant: str, record: StoredConversation) -> list[Message]:
-    """The conversation's messages: its latest response's conversation (even if that response was
-    deleted from view), then the items added since."""
-    last = await store.response(tenant, record.last, deleted=True) if record.last is not None else None
-    return [*(last.conversation if last is not None else []), *record.pending]
-
-
 async def create_conversation(request: web.Request) -> web.Response:
     items, metadata = parse_conversation_create(await _json(request))
     conversation_id = _new_id("conv")
-    record = StoredConversation(int(time.time()), metadata or {}, pending=items)
+    record = StoredConversation(int(time.time()), metadata or {}).extended(items)
     await request.app[RESPONSES].save_conversation(request[PRINCIPAL].tenant, conversation_id, record)
     return web.json_response(conversation_object(conversation_id, created_at=record.created_at, metadata=metadata))
 
@@ -425,7 +424,7 @@ async def update_conversation(request: web.Request) -> web.Response:
     metadata = parse_conversation_update(await _json(request))
     store, tenant, conversation_id = request.app[RESPONSES], request[PRINCIPAL].tenant, request.match_info["id"]
     record = await _conversation(store, tenant, conversation_id, param="id")
-    record = StoredConversation(record.created_at, metadata, record.last, record.pending)
+    record = replace(record, metadata=metadata)
     await store.save_conversation(tenant, conversation_id, record)
     return web.json_response(conversation_object(conversation_id, created_at=record.created_at, metadata=metadata))
 
@@ -440,15 +439,44 @@ async def delete_conversation(request: web.Request) -> web.Response:
 async def list_conversation_items(request: web.Request) -> web.Response:
     store, tenant, conversation_id = request.app[RESPONSES], request[PRINCIPAL].tenant, request.match_info["id"]
     record = await _conversation(store, tenant, conversation_id, param="id")
-    return _list(request, input_items_of(await _history(store, tenant, record), response_id=conversation_id))
+    return _list(request, _items_of(record, conversation_id))
+
+
+def _items_of(record: StoredConversation, conversation_id: str) -> list[JSONObject]:
+    return input_items_of(record.messages, response_id=conversation_id, numbers=record.numbers)
 
 
 async def add_conversation_items(request: web.Request) -> web.Response:
     added = parse_conversation_items(await _json(request))
     store, tenant, conversation_id = request.app[RESPONSES], request[PRINCIPAL].tenant, request.match_info["id"]
     record = await _conversation(store, tenant, conversation_id, param="id")
-    before = input_items_of(await _history(store, tenant, record), response_id=conversation_id)
-    record = StoredConversation(record.created_at, record.metadata, record.last, [*record.pending, *added])
-    await store.save_conversation(tenant, conversation_id, record)
-    items = input_items_of(await _history(store, tenant, record), response_id=conversation_id)[len(before) :]
+    updated = record.extended(added)
+    await store.save_conversation(tenant, conversation_id, updated)
+    items = input_items_of(added, response_id=conversation_id, numbers=updated.numbers[len(record.numbers) :])
     return web.json_response(item_list(items, limit=100, after=None, order="asc"), dumps=_dumps)
+
+
+async def get_conversation_item(request: web.Request) -> web.Response:
+    store, tenant, conversation_id = request.app[RESPONSES], request[PRINCIPAL].tenant, request.match_info["id"]
+    record = await _conversation(store, tenant, conversation_id, param="conversation_id")
+    item_id = request.match_info["item_id"]
+    for item in _items_of(record, conversation_id):
+        if item["id"] == item_id:
+            return web.json_response(item, dumps=_dumps)
+    raise NotFound(f"Item with id '{item_id}' not found.", param="item_id")
+
+
+async def delete_conversation_item(request: web.Request) -> web.Response:
+    """The conversation less that item (OpenAI answers with the conversation object); the next
+    response made in it continues the conversation as it is now (a branch in its journal)."""
+    store, tenant, conversation_id = request.app[RESPONSES], request[PRINCIPAL].tenant, request.match_info["id"]
+    record = await _conversation(store, tenant, conversation_id, param="conversation_id")
+    item_id = request.match_info["item_id"]
+    remaining = without_item(record.messages, record.numbers, item_id, response_id=conversation_id)
+    if remaining is None:
+        raise NotFound(f"Item with id '{item_id}' not found.", param="item_id")
+    messages, numbers = remaining
+    await store.save_conversation(tenant, conversation_id, replace(record, messages=messages, numbers=numbers))
+    return web.json_response(
+        conversation_object(conversation_id, created_at=record.created_at, metadata=record.metadata)
+    )

@@ -2,7 +2,7 @@
 
 A stored response holds what continuing it needs (the conversation it answered, as core
 messages, and its answer) besides the Response object that retrieval shows; a conversation
-holds its metadata, the latest response made in it and the items added since; a compaction
+holds its metadata and its messages, each with the number its items' ids are made from; a compaction
 (made by `POST /v1/responses/compact`) holds the summary its item stands for and the span it
 replaced. Each is one JSON string under the caller's tenant, expiring with the sessions
 (`sessions.ttl_s`):
@@ -61,8 +61,6 @@ class StoredResponse:
     output: Message
     """The answer, as the journal recorded it."""
     response: JSONObject
-    deleted: bool = False
-    """Deleted from the caller's view; kept while a conversation's history still reads it."""
 
     @property
     def conversation(self) -> list[Message]:
@@ -74,10 +72,23 @@ class StoredResponse:
 class StoredConversation:
     created_at: int
     metadata: JSONObject
-    last: str | None = None
-    """The latest response made in the conversation (the next one continues it)."""
-    pending: list[Message] = field(default_factory=list)
-    """Items added after `last` (at creation, or by `POST .../items`), as core messages."""
+    messages: list[Message] = field(default_factory=list)
+    """The conversation, oldest first, as core messages: items added to it, and each response's
+    input and output; what the next response made in it continues."""
+    numbers: list[int] = field(default_factory=list)
+    """Each message's number, never reused (its items' ids are made from it, so they stay
+    the same when an earlier item is deleted)."""
+    next_number: int = 0
+
+    def extended(self, added: list[Message]) -> StoredConversation:
+        """The conversation with `added` after its messages, numbered on."""
+        numbers = list(range(self.next_number, self.next_number + len(added)))
+        return replace(
+            self,
+            messages=[*self.messages, *added],
+            numbers=[*self.numbers, *numbers],
+            next_number=self.next_number + len(added),
+        )
 
 
 def _client(store: Store) -> Client:
@@ -96,25 +107,17 @@ class ResponseStore:
         with mapped():
             await self._redis.set(response_key(tenant, response_id), orjson.dumps(asdict(stored)), ex=self._ttl_s)
 
-    async def response(self, tenant: str, response_id: str, *, deleted: bool = False) -> StoredResponse | None:
-        """The stored response (None when it is unknown to this tenant, or deleted unless `deleted`)."""
+    async def response(self, tenant: str, response_id: str) -> StoredResponse | None:
+        """The stored response (None when it is unknown to this tenant, or deleted)."""
         with mapped():
             raw = await self._redis.get(response_key(tenant, response_id))
-        if raw is None:
-            return None
-        stored = StoredResponse(**orjson.loads(raw))
-        return None if stored.deleted and not deleted else stored
+        return StoredResponse(**orjson.loads(raw)) if raw is not None else None
 
     async def delete_response(self, tenant: str, response_id: str) -> bool:
-        """Hide the response from its tenant; False when there was none to hide."""
-        stored = await self.response(tenant, response_id)
-        if stored is None:
-            return False
+        """False when there was none to delete (the responses that continue it keep their own copy
+        of the conversation, so they still work)."""
         with mapped():
-            await self._redis.set(
-                response_key(tenant, response_id), orjson.dumps(asdict(replace(stored, deleted=True))), keepttl=True
-            )
-        return True
+            return bool(await self._redis.delete(response_key(tenant, response_id)))
 
     async def save_conversation(self, tenant: str, conversation_id: str, conversation: StoredConversation) -> None:
         with mapped():

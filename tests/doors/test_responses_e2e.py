@@ -414,3 +414,45 @@ async def test_prompt_cache_key_names_the_session(proxy: Proxy) -> None:
     assert [m["content"] for m in _chat(proxy)] == ["odd key", first.output_text, "and again"]
     _, named = await _create(client, input="x", prompt_cache_key="codex-thread-1", extra_headers={"X-Session-Id": "s1"})
     assert named == "s1"
+
+
+async def test_a_conversation_item_read_and_deleted(proxy: Proxy) -> None:
+    client = proxy.client()
+    conversation = await client.conversations.create(
+        items=[
+            {"type": "message", "role": "user", "content": "my name is Ada"},
+            {"type": "message", "role": "user", "content": "I like tea"},
+        ]
+    )
+    first = await client.responses.create(model="gpt-4o-mini", input="hello", conversation=conversation.id)
+    listed = (await client.conversations.items.list(conversation.id, order="asc")).data
+    assert _texts(listed) == ["my name is Ada", "I like tea", "hello", first.output_text]
+    item = await client.conversations.items.retrieve(listed[1].id, conversation_id=conversation.id)
+    assert item.id == listed[1].id and _texts([item]) == ["I like tea"]
+    deleted = await client.conversations.items.delete(listed[1].id, conversation_id=conversation.id)
+    assert deleted.id == conversation.id and deleted.object == "conversation"
+    after = (await client.conversations.items.list(conversation.id, order="asc")).data
+    assert [i.id for i in after] == [listed[0].id, listed[2].id, listed[3].id]  # the others keep their ids
+    for missing in (
+        client.conversations.items.retrieve(listed[1].id, conversation_id=conversation.id),
+        client.conversations.items.delete(listed[1].id, conversation_id=conversation.id),
+        proxy.client("sk-bob").conversations.items.retrieve(listed[0].id, conversation_id=conversation.id),
+    ):
+        with pytest.raises(openai.NotFoundError):
+            await missing
+    await client.responses.create(model="gpt-4o-mini", input="what do I like?", conversation=conversation.id)
+    assert [m["content"] for m in _chat(proxy)] == ["my name is Ada", "hello", first.output_text, "what do I like?"]
+    items = (await client.conversations.items.list(conversation.id, order="asc")).data
+    assert [i.id for i in items[:3]] == [i.id for i in after] and len(items) == 5
+
+
+async def test_deleting_a_function_call_item_keeps_the_rest_of_its_message(proxy: Proxy) -> None:
+    client = proxy.client()
+    conversation = await client.conversations.create()
+    await client.responses.create(
+        model="gpt-4o-mini", input="call tool get_weather", tools=[WEATHER], conversation=conversation.id
+    )
+    calls = (await client.conversations.items.list(conversation.id, order="asc")).data
+    assert [i.type for i in calls] == ["message", "function_call"]
+    await client.conversations.items.delete(calls[1].id, conversation_id=conversation.id)
+    assert [i.id for i in (await client.conversations.items.list(conversation.id)).data] == [calls[0].id]

@@ -5,7 +5,7 @@
 and the translated input) and the state fields the door glue resolves. The answer goes back
 through `output_items`, `usage_of` and `response_object`, or, streamed, through
 `ResponseStream`. The rest serves the retrieval endpoints: `input_items_of`, `item_list`,
-`conversation_object`, `parse_conversation_create`, `parse_conversation_update`,
+`conversation_object`, `without_item`, `parse_conversation_create`, `parse_conversation_update`,
 `parse_conversation_items`; and `POST /v1/responses/compact`: `parse_compact`,
 `compaction_item`, `compacted_object`, and `restore` for compaction items sent back.
 
@@ -22,7 +22,13 @@ from proxy.doors.responses_codec._lists import (
     parse_conversation_items,
     parse_conversation_update,
 )
-from proxy.doors.responses_codec._output import input_items_of, output_items, response_object, usage_of
+from proxy.doors.responses_codec._output import (
+    input_items_of,
+    output_items,
+    response_object,
+    usage_of,
+    without_item,
+)
 from proxy.doors.responses_codec._request import ResponsesCall, parse_request
 from proxy.doors.responses_codec._stream import INCOMPLETE_REASONS, ResponseStream
 
@@ -47,4 +53,5 @@ __all__ = [
     "response_object",
     "restore",
     "usage_of",
+    "without_item",
 ]

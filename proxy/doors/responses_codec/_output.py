@@ -7,6 +7,7 @@ streamed or not, and a stored response lists the ids its stream showed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -133,12 +134,15 @@ def response_object(
     }
 
 
-def input_items_of(messages: list[Message], *, response_id: str) -> list[JSONObject]:
-    """Core messages as Responses items, with ids (tagged `in<position>`), as the input-item and
-    conversation-item lists show them. Parts the Responses API has no input form for are left out."""
+def input_items_of(
+    messages: list[Message], *, response_id: str, numbers: Sequence[int] | None = None
+) -> list[JSONObject]:
+    """Core messages as Responses items, with ids (tagged `in<n>`, n the message's number in
+    `numbers`, else its position), as the input-item and conversation-item lists show them. Parts
+    the Responses API has no input form for are left out."""
     items: list[JSONObject] = []
     for position, message in enumerate(messages):
-        tag = f"in{position}"
+        tag = f"in{numbers[position] if numbers is not None else position}"
         role = message.get("role")
         if role == "tool":
             items.append(
@@ -194,3 +198,40 @@ def _input_parts(content: Any) -> list[JSONObject]:
             file = part.get("file") or {}
             parts.append({"type": "input_file", "filename": file.get("filename"), "file_data": file.get("file_data")})
     return parts
+
+
+def without_item(
+    messages: list[Message], numbers: Sequence[int], item_id: str, *, response_id: str
+) -> tuple[list[Message], list[int]] | None:
+    """`messages` (and their `numbers`) less the item `item_id` (as `input_items_of` names it);
+    None when no item has that id. A call or the text of an assistant message that holds both
+    leaves the rest of that message; a message left with nothing is removed."""
+    for position, message in enumerate(messages):
+        items = input_items_of([message], response_id=response_id, numbers=[numbers[position]])
+        ids = [item["id"] for item in items]
+        if item_id not in ids:
+            continue
+        kept = _without(message, items, ids.index(item_id))
+        rest = [m for i, m in enumerate(messages) if i != position]
+        rest_numbers = [n for i, n in enumerate(numbers) if i != position]
+        if kept is not None:
+            rest.insert(position, kept)
+            rest_numbers.insert(position, numbers[position])
+        return rest, rest_numbers
+    return None
+
+
+def _without(message: Message, items: list[JSONObject], index: int) -> Message | None:
+    """The message less its `index`th item; None when nothing of it is left."""
+    if message.get("role") != "assistant":
+        return None
+    calls = list(message.get("tool_calls") or [])
+    if items[index]["type"] == "message":
+        kept: Message = {k: v for k, v in message.items() if k not in ("content", "refusal")}
+        kept["content"] = None
+    else:
+        del calls[index - sum(1 for item in items if item["type"] == "message")]
+        kept = {**message, "tool_calls": calls}
+        if not calls:
+            del kept["tool_calls"]
+    return kept if kept.get("content") or kept.get("refusal") or kept.get("tool_calls") else None
