@@ -88,8 +88,9 @@ def _session(request: web.Request, call: MessagesCall) -> str | None:
 def _caller(request: web.Request, session: str | None) -> Caller:
     principal = request[PRINCIPAL]
     return Caller(
-        principal.tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID], gate(request)
-    )
+        principal.tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID],
+        gate(request), door="messages",
+    )  # fmt: skip
 
 
 async def _admit_unmanaged(request: web.Request, chat: ChatRequest) -> None:

@@ -21,6 +21,7 @@ _RECORD_FIELDS = (
     "request_id",
     "window",
     "rounds",
+    "door_id",
 )
 
 
@@ -45,6 +46,8 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
             "parent": t.parent,
             "depth": t.depth,
             **{k: t.record.get(k) for k in _RECORD_FIELDS},
+            "door": t.record.get("door") or "chat",
+            "imported": bool(t.record.get("imported")),
             "tokens": sum(t.record.get("tokens") or ()),
             "created": t.record.get("created"),
             "finished": t.record.get("finished"),

@@ -81,6 +81,10 @@ class TurnDraft:
     created: float = field(default_factory=time.time)
     imported: bool = False
     """An earlier exchange a request carried (`imported.py`): journaled, not answered by the proxy."""
+    door: str = "chat"
+    """The client API the turn came through (`proxy/doors/`)."""
+    door_id: str | None = None
+    """The id that API gave the answer (a Responses API response's `resp_...`)."""
 
     def record(
         self,
@@ -116,4 +120,6 @@ class TurnDraft:
             "created": self.created,
             "finished": time.time(),
             **({"imported": True} if self.imported else {}),
+            **({"door": self.door} if self.door != "chat" else {}),
+            **({"door_id": self.door_id} if self.door_id else {}),
         }

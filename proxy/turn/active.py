@@ -145,6 +145,8 @@ def turn_recorder(
         context_tokens=sent_tokens,
         system=plan.system[0] if plan.system else None,
         system_tokens=plan.system[1] if plan.system else [],
+        door=plan.caller.door,
+        door_id=plan.caller.door_id,
     )
     return TurnRecorder(
         store=deps.store,

@@ -59,6 +59,10 @@ class Caller:
     request_id: str
     gate: Gate = no_gate
     """Admits the turn against the caller's gateway key limits, once its prompt is counted."""
+    door: str = "chat"
+    """The client API the request came through: recorded with the turn, nothing else reads it."""
+    door_id: str | None = None
+    """The id that API gives the answer (a Responses API response's), recorded with the turn."""
 
 
 @dataclass(frozen=True)

@@ -121,13 +121,20 @@ function renderWindows(journal, events, renderer) {
     el("p", { class: "muted" }, `lineage: ${journal.windows.map((w) => w.id).join(" → ")}`), strip, details);
 }
 
+const DOORS = { responses: "Responses API", messages: "Messages API" };
+
+function doorLabel(turn) {
+  const door = DOORS[turn.door];
+  return door ? `${door}${turn.door_id ? ` ${turn.door_id}` : ""} · ` : "";
+}
+
 function renderTurn(turn, { renderer, evictedBy, failedBy, forks, active, select }) {
   const usage = turn.usage || {};
   const took = turn.finished && turn.created ? `${(turn.finished - turn.created).toFixed(2)} s` : "";
   const head = el("div", { class: "turn-head" },
     el("span", { class: "seq" }, `#${turn.seq}`),
     el("span", { class: `chip status status-${turn.status}` }, turn.status),
-    el("span", { class: "muted" }, `${turn.model} · ${fmtTime(turn.created)}${took ? ` · ${took}` : ""}`),
+    el("span", { class: "muted" }, `${turn.imported ? "imported" : turn.model} · ${doorLabel(turn)}${fmtTime(turn.created)}${took ? ` · ${took}` : ""}`),
     el("span", { class: "usage", title: "prompt tokens reported by the upstream / counted by the proxy; completion tokens" },
       `prompt ${fmtInt(usage.prompt_tokens)} (proxy ${fmtInt(turn.context_tokens)}) · completion ${fmtInt(usage.completion_tokens)}`),
     el("button", { type: "button", class: "button small saw-button", onclick: () => select(turn.seq) }, "what the model saw →"));

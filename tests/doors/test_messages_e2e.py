@@ -69,6 +69,7 @@ async def test_a_full_history_conversation_is_one_session_without_duplicates(pro
     assert users(proxy.fake)[-1] == [f"question {n}" for n in range(4)]
     journal = await get_json(proxy, f"/v1/sessions/{sessions.pop()}")
     assert len(journal["turns"]) == 4
+    assert {t["door"] for t in journal["turns"]} == {"messages"}
 
 
 async def test_streamed_with_the_sdk(proxy: Proxy) -> None:

@@ -316,4 +316,6 @@ async def test_editing_far_back_in_a_long_full_history_conversation_branches_the
     await client.chat.completions.create(model="gpt-4o-mini", messages=edited)
     assert proxy.fake.chats[-1]["messages"] == edited
     _, journal = await session_json(proxy, "long-edit")
-    assert journal["turns"][-1]["parent"] == 0 and len(journal["branches"]) == 2
+    branch = journal["turns"][40:]  # the edited exchange and the 38 after it are imported on the new branch
+    assert branch[0]["parent"] == 0 and [t["parent"] for t in branch[1:]] == [t["seq"] for t in branch[:-1]]
+    assert len(branch) == 40 and len(journal["branches"]) == 2
