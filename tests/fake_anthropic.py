@@ -23,8 +23,9 @@
   `context-management-2025-06-27` (edits `clear_tool_uses_20250919`, `clear_thinking_20251015`)
   or `compact-2026-01-12` (edit `compact_20260112`); it is recorded, not applied.
 - Steered by the text of the last user message: "fail 429", "fail 500", "fail 529",
-  "call tool <name>" (a tool_use; given its result, the fake quotes it), "think" (a thinking
-  block with its signature, then text; also whenever `thinking` is enabled), "cut after <n>"
+  "call tool <name>" (a tool_use when the request offers tools; given its result, the fake
+  quotes it), "think" (a thinking block with its signature, then text; also whenever `thinking`
+  is enabled), "cut after <n>"
   (the connection drops after n events, or halfway through a JSON body), "stall after <n>" (no
   more bytes after n events, or before a JSON answer), "slow stream"; and by `failing` (model
   -> status). `stop_sequences` found in the answer end it (`stop_reason: stop_sequence`); an
@@ -268,7 +269,7 @@ class FakeAnthropic:
             content.append({"type": "thinking", "thinking": thought, "signature": signature_of(thought)})
         results = [b for b in _content(messages[-1]) if b.get("type") == "tool_result"]
         stop_reason, stop_sequence = "end_turn", None
-        if "call tool" in last and not results and messages[-1].get("role") == "user":
+        if "call tool" in last and body.get("tools") and not results and messages[-1].get("role") == "user":
             words = last.split("call tool", 1)[1].split()
             name = words[0] if words else "lookup"
             content.append({"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:20], "name": name,

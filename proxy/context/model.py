@@ -15,7 +15,8 @@ composition, token counting and the strategies see only this model:
 What another API needs and Chat Completions has no place for travels in these marks, and
 nowhere else (`strip_marks` removes them for an OpenAI-compatible upstream):
 
-- a content part may carry Anthropic's `cache_control`;
+- a content part, a tool call (`tool_calls[i].cache_control`) and a tool (`tools[i].cache_control`)
+  may carry Anthropic's `cache_control`;
 - an assistant message may carry `thinking_blocks` (Anthropic's `thinking` / `redacted_thinking`
   blocks, verbatim, signatures included) and `reasoning_content` (the reasoning as text);
 - a `tool` message may carry `is_error`;
@@ -54,9 +55,13 @@ class ChatRequest:
     messages: list[Message]
     stream: bool
     include_usage: bool
+    own_system: bool = False
+    """The request's leading block is its whole system prompt, even when it has none (a Responses
+    API request's `instructions`): the session's block is not carried over to it."""
     marked: bool = False
-    """The messages may carry Anthropic's marks (`cache_control` on parts): the request came
-    through a door that makes them, so an OpenAI-compatible upstream must not see them."""
+    """The messages and tools may carry Anthropic's marks (`cache_control` on parts, tool calls and
+    tools): the request came through a door that makes them, so an OpenAI-compatible upstream must
+    not see them."""
 
     @property
     def max_output_tokens(self) -> int:
@@ -75,8 +80,8 @@ def has_marks(messages_json: bytes) -> bool:
 
 def strip_marks(messages: list[Message], *, parts: bool) -> list[Message]:
     """The messages as an OpenAI-compatible upstream takes them: message marks dropped, and
-    with `parts`, `cache_control` and Anthropic-only parts too (a message left with no part
-    gets an empty text)."""
+    with `parts`, `cache_control` (on parts and tool calls) and Anthropic-only parts too (a
+    message left with no part gets an empty text)."""
     out = []
     for message in messages:
         if not isinstance(message, dict):
@@ -86,13 +91,17 @@ def strip_marks(messages: list[Message], *, parts: bool) -> list[Message]:
             message = {k: v for k, v in message.items() if k not in MESSAGE_MARKS}
         content = message.get("content")
         if parts and isinstance(content, list):
-            kept = [_plain_part(p) for p in content if not (isinstance(p, dict) and p.get("type") in _FOREIGN_PARTS)]
+            kept = [uncached(p) for p in content if not (isinstance(p, dict) and p.get("type") in _FOREIGN_PARTS)]
             message = {**message, "content": kept or ""}
+        calls = message.get("tool_calls")
+        if parts and isinstance(calls, list):
+            message = {**message, "tool_calls": [uncached(call) for call in calls]}
         out.append(message)
     return out
 
 
-def _plain_part(part: object) -> object:
-    if isinstance(part, dict) and "cache_control" in part:
-        return {k: v for k, v in part.items() if k != "cache_control"}
-    return part
+def uncached(item: object) -> object:
+    """A part, tool call or tool without its `cache_control` (anything else as it is)."""
+    if isinstance(item, dict) and "cache_control" in item:
+        return {k: v for k, v in item.items() if k != "cache_control"}
+    return item

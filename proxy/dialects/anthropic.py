@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from proxy.dialects.anthropic_cache import cap_breakpoints, mark_summary
 from proxy.errors import BadRequest
 from proxy.types import JSONObject, Message
 
@@ -58,7 +59,10 @@ def to_messages_body(chat_body: JSONObject, *, default_max_tokens: int) -> JSONO
     - `stop` -> `stop_sequences`, `temperature` (held to Anthropic's 0..1), `top_p`,
       `stream`, `user` (or `safety_identifier`) -> `metadata.user_id`, tools and
       `tool_choice` / `parallel_tool_calls` (see `_tools`, `_tool_choice`);
-    - the `anthropic` extras are merged last, as they are (they win over the above).
+    - the `anthropic` extras are merged last, as they are (they win over the above);
+    - prompt caching (`anthropic_cache`): `cache_control` stays on the blocks it came on (a
+      tool call's on its `tool_use`, a tool's on the tool, a tool message's last part's on its
+      `tool_result`), the window's summary gets a breakpoint, and at most four are sent.
 
     Dropped, having no Messages equivalent: `n`, `logprobs`, `top_logprobs`,
     `response_format`, `stream_options`, `frequency_penalty`, `presence_penalty`, `seed`,
@@ -70,6 +74,7 @@ def to_messages_body(chat_body: JSONObject, *, default_max_tokens: int) -> JSONO
     image_url, document or a data-URL file; a tool that is not a function.
     """
     system, rest = _split_system(chat_body.get("messages") or [])
+    rest, summary = mark_summary(rest)
     body: JSONObject = {"model": chat_body.get("model")}
     if system:
         body["system"] = system
@@ -103,6 +108,7 @@ def to_messages_body(chat_body: JSONObject, *, default_max_tokens: int) -> JSONO
     if user:
         body["metadata"] = {"user_id": str(user)}
     body.update(chat_body.get("anthropic") or {})
+    cap_breakpoints(body, summary)
     return body
 
 
@@ -166,8 +172,11 @@ def _assistant_blocks(message: Message, where: str) -> list[JSONObject]:
     blocks.extend(b for b in _blocks(message.get("content"), where) if _kept(b))
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
-        blocks.append({"type": "tool_use", "id": call.get("id"), "name": function.get("name"),
-                       "input": _arguments(function.get("arguments"))})  # fmt: skip
+        use = {"type": "tool_use", "id": call.get("id"), "name": function.get("name"),
+               "input": _arguments(function.get("arguments"))}  # fmt: skip
+        if call.get("cache_control") is not None:
+            use["cache_control"] = call["cache_control"]
+        blocks.append(use)
     return blocks
 
 
@@ -184,10 +193,18 @@ def _arguments(raw: Any) -> JSONObject:
 
 
 def _tool_result(message: Message, where: str) -> JSONObject:
+    """A tool message as a `tool_result`; a breakpoint on its last part goes on the result itself
+    (where the Messages door found it), its content a string again when that part was its one text."""
     content = message.get("content")
     result: JSONObject = {"type": "tool_result", "tool_use_id": message.get("tool_call_id")}
     if isinstance(content, list):
-        result["content"] = [b for b in _blocks(content, where) if _kept(b)]
+        blocks = [b for b in _blocks(content, where) if _kept(b)]
+        marker = blocks[-1].pop("cache_control", None) if blocks else None
+        result["content"] = blocks
+        if marker is not None:
+            result["cache_control"] = marker
+            if len(blocks) == 1 and blocks[0].keys() == {"type", "text"}:
+                result["content"] = blocks[0]["text"]
     elif content:
         result["content"] = str(content)
     if message.get("is_error"):

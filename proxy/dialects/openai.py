@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import orjson
 
-from proxy.context.model import ChatRequest, has_marks, strip_marks
+from proxy.context.model import ChatRequest, has_marks, strip_marks, uncached
 from proxy.dialects.base import Outgoing
 from proxy.upstream import Answer, UpstreamResponse
 
@@ -29,8 +29,11 @@ class OpenAIChat:
 
 
 def upstream_body(chat: ChatRequest, messages_json: bytes) -> bytes:
-    """The client's body with the composed messages spliced in; streams always ask for usage."""
+    """The client's body with the composed messages spliced in; streams always ask for usage; a
+    marked request's tools without their `cache_control`."""
     rest = {k: v for k, v in chat.body.items() if k != "messages" and k != "anthropic"}
+    if chat.marked and isinstance(rest.get("tools"), list):
+        rest["tools"] = [uncached(tool) for tool in rest["tools"]]
     if chat.stream:
         rest["stream_options"] = {**(chat.body.get("stream_options") or {}), "include_usage": True}
     others = orjson.dumps(rest)

@@ -78,7 +78,7 @@ def test_tool_results_come_before_a_user_text_that_preceded_them() -> None:
                 "tool_calls": [call("t1", "f", "{}")]}, {"role": "user", "content": "also this"},
                 {"role": "tool", "tool_call_id": "t1", "content": [{"type": "text", "text": "done", "cache_control": CACHE}]}]  # fmt: skip
     assert body(messages)["messages"][2]["content"] == [
-        {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "done", "cache_control": CACHE}]},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "done", "cache_control": CACHE},
         {"type": "text", "text": "also this"},
     ]  # fmt: skip
 
