@@ -10,6 +10,7 @@ import openai
 import pytest
 from openai.types.responses import Response
 
+from proxy.compaction.prompts import SUMMARY_PREFIX
 from tests.conftest import Proxy, ProxyFactory
 
 
@@ -49,7 +50,7 @@ async def _journal(proxy: Proxy, session: str, key: str = "sk-test") -> dict[str
 
 async def _create(client: openai.AsyncOpenAI, **fields: Any) -> tuple[Response, str]:
     """A response and the session it was journaled in."""
-    raw = await client.responses.with_raw_response.create(model="gpt-4o-mini", **fields)
+    raw = await client.responses.with_raw_response.create(**{"model": "gpt-4o-mini", **fields})
     return raw.parse(), raw.headers["X-Session-Id"]
 
 
@@ -456,3 +457,26 @@ async def test_deleting_a_function_call_item_keeps_the_rest_of_its_message(proxy
     assert [i.type for i in calls] == ["message", "function_call"]
     await client.conversations.items.delete(calls[1].id, conversation_id=conversation.id)
     assert [i.id for i in (await client.conversations.items.list(conversation.id)).data] == [calls[0].id]
+
+
+async def test_a_long_chain_is_compacted_and_usage_is_the_upstreams(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    client = proxy.client()
+    previous: str | None = None
+    for turn in range(24):
+        response, session = await _create(
+            client,
+            model="small-model",
+            input=f"turn {turn}: the code is {turn * 7}. " + "lorem ipsum dolor sit amet " * 60,
+            previous_response_id=previous,
+        )
+        previous = response.id
+        assert response.usage is not None
+        upstream = proxy.fake.chats[-1]  # with the proxy's context tools once a span is archived
+        assert response.usage.input_tokens == proxy.fake.prompt_tokens(upstream["messages"], upstream.get("tools"))
+    assert proxy.fake.summaries
+    sent = _chat(proxy)
+    assert sent[0]["role"] == "user" and sent[0]["content"].startswith(SUMMARY_PREFIX)
+    assert sent[-1]["content"].startswith("turn 23:") and len(sent) < 2 * 24
+    journal = await _journal(proxy, session)
+    assert len(journal["turns"]) == 24
