@@ -143,11 +143,12 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if session is None:
         session = _named_session(request, call.prompt_cache_key)
     principal = request[PRINCIPAL]
-    caller = Caller(
-        tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID], gate(request)
-    )
-    turn = await turns.begin(chat, caller, spec)
     response_id = _new_id("resp")
+    caller = Caller(
+        tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID], gate(request),
+        door=ResponsesDoor.name, door_id=response_id,
+    )  # fmt: skip
+    turn = await turns.begin(chat, caller, spec)
 
     async def keep(response: JSONObject, outcome: Outcome) -> None:
         if not call.store:

@@ -72,6 +72,9 @@ async def test_chain_by_previous_response_id_sends_the_whole_history(proxy: Prox
     journal = await _journal(proxy, session)
     assert [t["seq"] for t in journal["turns"]] == [0, 1, 2]
     assert [t["parent"] for t in journal["turns"]] == [-1, 0, 1]
+    assert [(t["door"], t["door_id"]) for t in journal["turns"]] == [
+        ("responses", r.id) for r in (first, second, third)
+    ]
 
 
 async def test_an_older_response_id_starts_a_branch(proxy: Proxy) -> None:
