@@ -139,6 +139,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         messages=messages,
         stream=call.stream,
         include_usage=False,
+        own_system=True,  # `instructions` are the request's own, never carried over
     )
     if session is None:
         session = _named_session(request, call.prompt_cache_key)

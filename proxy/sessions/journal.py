@@ -58,7 +58,7 @@ class Turn:
             return cls(seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())))
         return cls(
             seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())),
-            tuple(system) if system else None, tuple(record.get("system_tokens") or ()),
+            tuple(system), tuple(record.get("system_tokens") or ()),
         )  # fmt: skip
 
 

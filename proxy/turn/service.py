@@ -59,7 +59,7 @@ class TurnService:
             span.set("session", conversation.identity.session)
         encoder = await d.tokens.encoder_for(chat.model)
         conversation = await import_exchanges(d, conversation, encoder, request_id=caller.request_id)
-        conversation, system = await self._with_request_system(conversation, leading, encoder)
+        conversation, system = await self._with_request_system(conversation, leading, encoder, own=chat.own_system)
         strategy = d.strategies.build(spec, chat.model)
         params = server_params(strategy)
         if params:
@@ -162,10 +162,11 @@ class TurnService:
         return Conversation.new(identity, messages, [message_hash(m) for m in messages])
 
     async def _with_request_system(
-        self, conversation: Conversation, leading: list[Message], encoder: Encoder
+        self, conversation: Conversation, leading: list[Message], encoder: Encoder, *, own: bool
     ) -> tuple[Conversation, tuple[list[Message], list[int]] | None]:
-        """The request's leading block replaces the session's for this turn (the latest wins)."""
-        if not leading:
+        """The request's leading block replaces the session's for this turn (the latest wins); a
+        request without one keeps the session's, unless its block is its `own` (even empty)."""
+        if not leading and not own:
             return conversation, None
         hashes = tuple(message_hash(m) for m in leading)
         history = conversation.history
@@ -216,7 +217,9 @@ class TurnService:
         d = self.deps
         leading, messages = split_leading(plan.chat.messages)
         conversation = await load_conversation(d.store, d.paths, plan.conversation.identity, messages)
-        conversation, system = await self._with_request_system(conversation, leading, plan.encoder)
+        conversation, system = await self._with_request_system(
+            conversation, leading, plan.encoder, own=plan.chat.own_system
+        )
         new_tokens = await d.tokens.count_messages(plan.encoder, conversation.reconciled.new_input)
         forced = await self._tools.forced(plan.chat.model, conversation.keys, conversation.stored_window.current)
         return replace(plan, conversation=conversation, system=system, new_tokens=new_tokens, forced=forced)

@@ -109,11 +109,6 @@ async def test_instructions_lead_the_request_and_each_request_has_its_own(proxy:
     assert [m["content"] for m in sent if m["role"] == "system"] == ["be terse"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the core carries a session's system prompt over to a request without one (proxy/turn/service.py "
-    "_with_request_system); the Responses door needs a ChatRequest flag that makes the request's own block final",
-)
 async def test_instructions_are_not_carried_over(proxy: Proxy) -> None:
     client = proxy.client()
     first = await client.responses.create(model="gpt-4o-mini", input="hello", instructions="talk like a pirate")
