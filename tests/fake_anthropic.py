@@ -136,7 +136,7 @@ class FakeAnthropic:
             return _failure(self.failing[model])
         self._check(body)
         segments = self._segments(body)
-        prompt = sum(tokens for _, tokens in segments)
+        prompt = self.prompt_tokens(body)
         if prompt > MODELS[model]:
             raise Refused(f"prompt is too long: {prompt} tokens > {MODELS[model]} maximum")
         last = _last_user_text(body["messages"])
@@ -212,6 +212,10 @@ class FakeAnthropic:
                 raise Refused("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
             if "max_tokens" in body and budget >= body["max_tokens"]:
                 raise Refused("`max_tokens` must be greater than `thinking.budget_tokens`.")
+
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        """The prompt's size as the fake counts it against the model's window."""
+        return sum(tokens for _, tokens in self._segments(body))
 
     def _segments(self, body: dict[str, Any]) -> list[tuple[Any, int]]:
         """The prompt in cache order (tools, system, messages) as (block, tokens) pairs; a message's own

@@ -17,8 +17,16 @@ MAX_PROMPT_BYTES = 2000
 HANDOFF_PROMPT = "About {n_remaining} tokens remain before this conversation is compacted. Note anything you must keep."
 LOG_FORMATS = ("text", "json")
 UPSTREAM_APIS = ("openai", "anthropic")
+STORE_FALSE = ("stateless", "manage")
 BUDGET_PERIODS = ("day", "month")
 KEY_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+CONTEXT_EDIT_BETAS = {
+    "clear_tool_uses_20250919": "context-management-2025-06-27",
+    "clear_thinking_20251015": "context-management-2025-06-27",
+    "compact_20260112": "compact-2026-01-12",
+}
+"""The edits Anthropic's `context_management` takes (`context.server.anthropic`), each with the
+`anthropic-beta` header a request that carries it needs."""
 
 Check = Callable[[Any], str | None]
 
@@ -130,6 +138,23 @@ def parse_strategy_spec(spec: str) -> StrategySpec:
     if fallback is not None:
         return StrategySpec(fallback, background, server=True)
     return StrategySpec(rest, background)
+
+
+def context_management(value: Any) -> str | None:
+    """`context.server.anthropic`: Anthropic's `context_management` object, `{edits: [{type, ...}]}`
+    with known edit types (their other fields are Anthropic's to check), or empty for none."""
+    if not value:
+        return None
+    if set(value) != {"edits"}:
+        return f"must have exactly the key 'edits' (Anthropic's context_management), got {sorted(value)}"
+    edits = value["edits"]
+    if not isinstance(edits, list) or not edits:
+        return "edits: must be a non-empty list of edits"
+    for index, edit in enumerate(edits):
+        kind = edit.get("type") if isinstance(edit, dict) else None
+        if kind not in CONTEXT_EDIT_BETAS:
+            return f"edits[{index}].type: must be one of {', '.join(CONTEXT_EDIT_BETAS)}, got {kind!r}"
+    return None
 
 
 def import_path(value: Any) -> str | None:

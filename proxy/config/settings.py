@@ -13,6 +13,7 @@ from proxy.config.checks import (
     HANDOFF_PROMPT,
     LOG_FORMATS,
     SPLITS,
+    STORE_FALSE,
     UPSTREAM_APIS,
     USAGE_PREFERENCES,
     key_name_problem,
@@ -83,9 +84,12 @@ class CompactSettings:
 
 @dataclass(frozen=True)
 class ServerStrategySettings:
-    """The `server(fallback)` strategy: what is merged into the upstream body."""
+    """The `server(fallback)` strategy: what a route's upstream is sent to manage its own context."""
 
     params: Mapping[str, Any] = field(default_factory=dict)
+    """Merged into the body on an OpenAI-compatible route (e.g. OpenRouter's `transforms`)."""
+    anthropic: Mapping[str, Any] = field(default_factory=dict, metadata={"check": checks.context_management})
+    """The `context_management` an `api: anthropic` route is sent: `{edits: [{type: clear_tool_uses_20250919}]}`."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +228,15 @@ class RouteSettings:
 
 
 @dataclass(frozen=True)
+class ResponsesSettings:
+    """The Responses API door."""
+
+    store_false: str = checks.checked(checks.one_of(*STORE_FALSE), "stateless")
+    """`stateless`: a `store: false` request keeps nothing (composed under budget, not journaled);
+    `manage`: such requests are managed like any other (journaled, compacted, continued by session)."""
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
@@ -232,3 +245,4 @@ class Settings:
     context: ContextSettings = field(default_factory=ContextSettings)
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     routes: tuple[RouteSettings, ...] = ()
+    responses: ResponsesSettings = field(default_factory=ResponsesSettings)

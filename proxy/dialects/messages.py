@@ -4,7 +4,8 @@ the answer read back through `Translated`, as a Chat Completions answer.
 The request's system block becomes `system`, tool calls `tool_use` blocks, tool results
 `tool_result` blocks, `max_tokens` is always set (the request's, else the model's
 configured `max_tokens`), and the core's Anthropic marks (`cache_control`, thinking blocks,
-`anthropic` parameters) are sent as they are.
+`anthropic` parameters) are sent as they are. A body that carries `context_management` needs
+the `anthropic-beta` header of each of its edits (`betas_for`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from collections.abc import AsyncIterator, Mapping
 import orjson
 from multidict import CIMultiDict
 
+from proxy.config.checks import CONTEXT_EDIT_BETAS
 from proxy.context.model import ChatRequest
 from proxy.dialects import anthropic
 from proxy.dialects.base import Outgoing
+from proxy.types import JSONObject
 from proxy.upstream import Answer, SSEParser, UpstreamResponse, parse_chunk
 
 _DONE = b"data: [DONE]\n\n"
@@ -32,6 +35,15 @@ class AnthropicMessages:
 
     def answer(self, response: UpstreamResponse) -> Answer:
         return Translated(response)
+
+
+def betas_for(body: JSONObject) -> list[str]:
+    """The `anthropic-beta` names a Messages body needs, in order, once each: the betas of its
+    `context_management` edits (an edit the proxy does not know is Anthropic's to judge)."""
+    management = body.get("context_management")
+    edits = management.get("edits") if isinstance(management, dict) else None
+    kinds = [edit.get("type") for edit in edits or () if isinstance(edit, dict)] if isinstance(edits, list) else []
+    return list(dict.fromkeys(CONTEXT_EDIT_BETAS[k] for k in kinds if k in CONTEXT_EDIT_BETAS))
 
 
 class Translated:

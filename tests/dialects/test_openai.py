@@ -23,7 +23,8 @@ MESSAGES = [
 def sent(*, marked: bool) -> dict[str, Any]:
     body = {"model": "gpt-4o-mini", "messages": MESSAGES, "tools": [TOOL]}
     chat = ChatRequest(body, b"", "gpt-4o-mini", MESSAGES, False, False, marked=marked)
-    return orjson.loads(OpenAIChat().request(chat, orjson.dumps(MESSAGES), default_max_tokens=100).body)  # type: ignore[no-any-return]
+    outgoing = OpenAIChat().request(chat, orjson.dumps(MESSAGES), default_max_tokens=100)
+    return orjson.loads(outgoing.body)  # type: ignore[no-any-return]
 
 
 def test_a_marked_request_loses_every_cache_control() -> None:
