@@ -15,8 +15,9 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
+from proxy.context.compose import compose_messages
 from proxy.context.model import ChatRequest
-from proxy.context.tokens import request_overhead
+from proxy.context.tokens import Encoder, request_overhead
 from proxy.doors.anthropic_codec import MessagesCall, parse_request, side_request
 from proxy.doors.messages import MessagesDoor
 from proxy.errors import BadRequest
@@ -24,10 +25,14 @@ from proxy.handlers.gateway import admit, check_model, gate
 from proxy.handlers.relay import relay_turn, relay_unmanaged
 from proxy.handlers.request import read_body
 from proxy.keys import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
-from proxy.sessions import requested_session
+from proxy.sessions import Identity, message_hash, requested_session
 from proxy.sessions.identity import validate_session_id
+from proxy.sessions.reconcile import split_leading
 from proxy.turn import STRATEGY_HEADER, Caller
+from proxy.turn.conversation import load_conversation
 from proxy.turn.forward import send_as_is
+from proxy.turn.projection import sent_history, sent_input
+from proxy.types import Message
 
 
 async def create_message(request: web.Request) -> web.StreamResponse:
@@ -53,16 +58,42 @@ async def create_message(request: web.Request) -> web.StreamResponse:
 
 
 async def count_tokens(request: web.Request) -> web.Response:
-    """The input tokens of the request by the proxy's count (the model's own tokenizer where
-    it has one), messages, system and tools included."""
+    """The input tokens of what the proxy would send for this request, by its count (the model's
+    own tokenizer where it has one), system and tools included: the session's context as it
+    stands (its window's summary, the recent turns, the request's system block) plus the new
+    input the request adds to it, as `_managed_messages` composes it. A compaction the next
+    turn would run first is not anticipated."""
     settings, deps = request.app[SETTINGS], request.app[TURNS].deps
     call = parse_request(_json(await read_body(request, settings.server.max_body_bytes)), count_tokens=True)
     request[ROUTE_MODEL] = call.model
     check_model(request, call.model)
     encoder = await deps.tokens.encoder_for(call.model)
-    messages = call.chat_body["messages"]
+    messages = await _managed_messages(request, call, encoder)
     tokens = sum(await deps.tokens.count_messages(encoder, messages))
     return web.json_response({"input_tokens": tokens + request_overhead(encoder, call.chat_body.get("tools"))})
+
+
+async def _managed_messages(request: web.Request, call: MessagesCall, encoder: Encoder) -> list[Message]:
+    """The messages a turn would compose for `call`: reconciled with the session it names (path or
+    header), else the one its conversation continues; with no such session, its own messages."""
+    deps = request.app[TURNS].deps
+    sent: list[Message] = call.chat_body["messages"]
+    leading, messages = split_leading(sent)
+    tenant, session = request[PRINCIPAL].tenant, _session(request, call)
+    derived = session is None
+    if session is None:
+        session = await deps.derived.find(tenant, messages)
+    if session is None:
+        return sent
+    conversation = await load_conversation(deps.store, deps.paths, Identity(tenant, session, derived), messages)
+    history = await sent_history(
+        conversation.history, store=deps.store, keys=conversation.keys, context=deps.settings.context,
+        model=call.model, encoder=encoder,
+    )  # fmt: skip
+    if leading:
+        tokens = await deps.tokens.count_messages(encoder, leading)
+        history = history.with_leading(leading, tokens, [message_hash(m) for m in leading])
+    return compose_messages(history, sent_input(conversation.reconciled.new_input, deps.settings.context))
 
 
 def _json(raw: bytes) -> object:
