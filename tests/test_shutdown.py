@@ -153,7 +153,7 @@ async def _start_work(
         for i in range(30):
             text = "new context please, stall after 8" if i % 2 else "stall after 2"
             work.append(asyncio.ensure_future(_stream_until_stalled(client, f"st{i}", text)))
-        await _until(lambda: len(fake.summaries) >= 3 and sum(map(_asks_to_stall, fake.received)) >= 30)
+        await _until(lambda: bool(fake.summaries) and sum(map(_asks_to_stall, fake.received)) >= 30)
         return
     text = "new context please, stall after 8" if kind == "tool round" else "stall after 2"
     rounds = 2 if kind == "tool round" else 1
