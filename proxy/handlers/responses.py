@@ -148,6 +148,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     caller = Caller(
         tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID], gate(request),
         door=ResponsesDoor.name, door_id=response_id,
+        keep=call.store or request.app[SETTINGS].responses.store_false == "manage",
     )  # fmt: skip
     turn = await turns.begin(chat, caller, spec)
 

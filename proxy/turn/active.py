@@ -47,13 +47,17 @@ class ActiveTurn:
         )
 
     def response_headers(self) -> dict[str, str]:
-        return {
+        """The proxy's headers on the answer (no session for a turn that keeps nothing)."""
+        headers = {
             "X-Session-Id": self._plan.conversation.identity.session,
             "X-Context-Window-Id": self.window_id,
             "X-Context-Tokens": str(self.sent_tokens),
             STRATEGY_HEADER: self._plan.strategy.name,
             "X-Request-Id": self._plan.caller.request_id,
         }
+        if not self._plan.caller.keep:
+            del headers["X-Session-Id"]
+        return headers
 
     @property
     def stream(self) -> bool:
@@ -148,18 +152,4 @@ def turn_recorder(
         door=plan.caller.door,
         door_id=plan.caller.door_id,
     )
-    return TurnRecorder(
-        store=deps.store,
-        writes=deps.writes,
-        tokens=deps.tokens,
-        keys=plan.conversation.keys,
-        parent=reconciled.parent,
-        draft=draft,
-        sent_tokens=sent_tokens,
-        encoder=plan.encoder,
-        ttl_s=deps.settings.sessions.ttl_s,
-        derived=deps.derived if plan.conversation.identity.derived else None,
-        paths=deps.paths,
-        rounds=rounds,
-        admission=admission,
-    )
+    return TurnRecorder(deps, plan, draft, sent_tokens=sent_tokens, rounds=rounds, admission=admission)

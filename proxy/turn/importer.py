@@ -8,7 +8,8 @@ reach a later context, and these are the conversation's past), and the conversat
 extended by them, so the strategy compacts them like any history and only the request's
 own turn is new input. The turns are written one by one, each atomically, shielded from
 the client leaving; a journal left with only some of them is a shorter past, and the
-client's next request imports the rest.
+client's next request imports the rest. A turn that keeps nothing (`Caller.keep`) gets them
+as history all the same, numbered as the journal would number them, and writes none.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from proxy.types import JSONObject
 
 
 async def import_exchanges(
-    deps: TurnDeps, conversation: Conversation, encoder: Encoder, *, request_id: str
+    deps: TurnDeps, conversation: Conversation, encoder: Encoder, *, request_id: str, keep: bool = True
 ) -> Conversation:
     """`conversation` with the earlier exchanges of its new input journaled and in its history
     (unchanged when its new input is the request's own turn only)."""
@@ -47,7 +48,10 @@ async def import_exchanges(
             turns.append(Turn.from_record(seq, record))
             parent = seq
 
-    await deps.writes.run(write())
+    if keep:
+        await deps.writes.run(write())
+    else:
+        turns = [Turn.from_record(seq, record) for seq, record in enumerate(records)]
     own = exchanges[-1].end + 1
     return replace(
         conversation,

@@ -63,6 +63,10 @@ class Caller:
     """The client API the request came through: recorded with the turn, nothing else reads it."""
     door_id: str | None = None
     """The id that API gives the answer (a Responses API response's), recorded with the turn."""
+    keep: bool = True
+    """False: nothing of the turn is kept (a Responses API request with `store: false`): the
+    conversation is the request's own, composed under budget, and neither journaled nor given
+    a stored window."""
 
 
 @dataclass(frozen=True)

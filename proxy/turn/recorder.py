@@ -17,47 +17,39 @@ turn before (a regenerated answer), which only the unextended path reaches cheap
 from __future__ import annotations
 
 from proxy import tracing
-from proxy.context.tokens import Encoder, TokenCounter, count_message
+from proxy.context.tokens import count_message
 from proxy.context_tools.rounds import ToolRounds
 from proxy.gateway import Admission, settle
 from proxy.sessions import Turn, TurnDraft, message_hash
-from proxy.sessions.derived import DerivedSessions
-from proxy.store import SessionKeys, Store
 from proxy.turn.outcome import Outcome
-from proxy.turn.paths import PathCache
-from proxy.turn.pending import PendingWrites
+from proxy.turn.plan import Plan, TurnDeps
 from proxy.turn.status import cut_off
 
 
 class TurnRecorder:
     def __init__(
         self,
-        *,
-        store: Store,
-        writes: PendingWrites,
-        tokens: TokenCounter,
-        keys: SessionKeys,
-        parent: int | None,
+        deps: TurnDeps,
+        plan: Plan,
         draft: TurnDraft,
+        *,
         sent_tokens: int,
-        encoder: Encoder,
-        ttl_s: int,
-        derived: DerivedSessions | None,
-        paths: PathCache | None = None,
         rounds: ToolRounds | None = None,
         admission: Admission | None = None,
     ) -> None:
-        self._store = store
-        self._writes = writes
-        self._tokens = tokens
-        self._keys = keys
-        self._parent = parent
+        conversation = plan.conversation
+        self._store = deps.store
+        self._writes = deps.writes
+        self._tokens = deps.tokens
+        self._keys = conversation.keys
+        self._parent = conversation.reconciled.parent
         self._draft = draft
         self._sent_tokens = sent_tokens
-        self._encoder = encoder
-        self._ttl_s = ttl_s
-        self._derived = derived
-        self._paths = paths
+        self._encoder = plan.encoder
+        self._ttl_s = deps.settings.sessions.ttl_s
+        self._derived = deps.derived if conversation.identity.derived else None
+        self._paths = deps.paths
+        self._keep = plan.caller.keep
         self._rounds = rounds
         self._admission = admission
         self._recorded = False
@@ -91,6 +83,9 @@ class TurnRecorder:
             if self._rounds.rounds:
                 record["rounds"] = self._rounds.rounds
             usage = self._rounds.first_usage  # the answer that measured the composed context
+        if not self._keep:  # nothing of the turn is kept; its gateway reservation is settled all the same
+            await settle(self._admission, outcome.status, outcome.usage)
+            return
         feedback = None
         prompt_tokens = (usage or {}).get("prompt_tokens")
         if outcome.status == "completed" and isinstance(prompt_tokens, int):

@@ -58,7 +58,7 @@ class TurnService:
             conversation = await self._load(caller, messages)
             span.set("session", conversation.identity.session)
         encoder = await d.tokens.encoder_for(chat.model)
-        conversation = await import_exchanges(d, conversation, encoder, request_id=caller.request_id)
+        conversation = await import_exchanges(d, conversation, encoder, request_id=caller.request_id, keep=caller.keep)
         conversation, system = await self._with_request_system(conversation, leading, encoder, own=chat.own_system)
         strategy = d.strategies.build(spec, chat.model)
         params = server_params(strategy)
@@ -151,6 +151,9 @@ class TurnService:
     async def _load(self, caller: Caller, messages: list[Message]) -> Conversation:
         """The named session, or the derived one the conversation continues, or a new one."""
         d = self.deps
+        if not caller.keep:
+            identity = Identity(caller.tenant, new_session_id(), derived=False)
+            return Conversation.new(identity, messages, [message_hash(m) for m in messages])
         if caller.session is not None:
             return await load_conversation(d.store, d.paths, Identity(caller.tenant, caller.session, False), messages)
         found = await d.derived.find(caller.tenant, messages)
@@ -200,7 +203,10 @@ class TurnService:
                     if fitted.contended:  # the wait timed out and the other still holds the claim
                         budget.require_fit(fitted.tokens + sum(plan.new_tokens))
                 conversation = plan.conversation
-                await plan.landing.settle(fitted, conversation.stored_window, conversation.breaker, plan.strategy.name)
+                if plan.caller.keep:
+                    await plan.landing.settle(
+                        fitted, conversation.stored_window, conversation.breaker, plan.strategy.name
+                    )
                 if plan.forced:
                     await self._tools.done_forcing(conversation.keys)
             finally:

@@ -21,7 +21,7 @@ async def _conversation(proxy: Proxy, turns: int) -> tuple[list[dict[str, Any]],
     sessions = set()
     for turn in range(turns):
         history.append({"role": "user", "content": f"turn {turn}: the code is {turn * 7}. {LONG}"})
-        raw = await client.responses.with_raw_response.create(model="small-model", input=history, store=False)
+        raw = await client.responses.with_raw_response.create(model="small-model", input=history)
         sessions.add(raw.headers["X-Session-Id"])
         history.extend(item.model_dump(exclude_none=True) for item in raw.parse().output)
     assert len(sessions) == 1

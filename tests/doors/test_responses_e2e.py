@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -11,7 +12,9 @@ import pytest
 from openai.types.responses import Response
 
 from proxy.compaction.prompts import SUMMARY_PREFIX
-from tests.conftest import Proxy, ProxyFactory
+from proxy.config.settings import ResponsesSettings
+from tests.conftest import Proxy, ProxyFactory, make_settings
+from tests.fake_upstream import FakeOpenAI
 
 
 def _texts(items: Any) -> list[str]:
@@ -201,6 +204,32 @@ async def test_store_false_is_not_retrievable_nor_continued(proxy: Proxy) -> Non
     assert caught.value.body["param"] == "previous_response_id"  # type: ignore[index]
 
 
+async def test_store_false_keeps_nothing_but_is_composed_under_budget(start_proxy: ProxyFactory) -> None:
+    proxy = await start_proxy(strategy="summarize")
+    client = proxy.client()
+    history: list[Any] = []
+    for n in range(12):
+        history += [{"role": "user", "content": f"question {n} " + "word " * 700}]
+        answer = await client.responses.create(model="small-model", input=history, store=False)
+        history += [{"role": "assistant", "content": answer.output_text}]
+    assert proxy.fake.summaries, "the last requests were over the window: composed with the session's strategy"
+    assert max(len(str(body["messages"])) for body in proxy.fake.chats) < len(str(history))
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": "Bearer sk-test"}) as http,
+        http.get(proxy.url + "/v1/sessions") as listed,
+    ):
+        assert (await listed.json())["data"] == []  # nothing journaled, no window stored
+
+
+async def test_store_false_managed_when_configured(
+    start_proxy: ProxyFactory, fake: FakeOpenAI, flushed_redis: str
+) -> None:
+    settings = make_settings(flushed_redis, fake.url, strategy="full")  # type: ignore[attr-defined]
+    proxy = await start_proxy(replace(settings, responses=ResponsesSettings(store_false="manage")))
+    raw = await proxy.client().responses.with_raw_response.create(model="gpt-4o-mini", input="keep me", store=False)
+    assert len((await _journal(proxy, raw.headers["x-session-id"]))["turns"]) == 1
+
+
 async def test_another_key_cannot_read_or_continue_a_response(proxy: Proxy) -> None:
     mine = await proxy.client("sk-alice").responses.create(model="gpt-4o-mini", input="private")
     other = proxy.client("sk-bob")
@@ -334,7 +363,7 @@ async def test_a_stateless_full_input_client_keeps_one_session(proxy: Proxy) -> 
     sessions = set()
     for turn in range(30):
         history.append({"role": "user", "content": f"turn {turn}"})
-        response, session = await _create(client, input=history, store=False)
+        response, session = await _create(client, input=history)
         sessions.add(session)
         history.extend(item.model_dump(exclude_none=True) for item in response.output)
         assert _chat(proxy) == [
