@@ -19,7 +19,6 @@ from proxy.compaction import BackgroundJobs
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import StrategyRegistry
 from proxy.config import Settings
-from proxy.context.limits import ModelLimits
 from proxy.context.tokens import TokenCounter
 from proxy.errors import ConfigError
 from proxy.events import EventBus, log_event
@@ -37,6 +36,7 @@ from proxy.store import EmbeddedRedis, Store
 from proxy.turn import PendingWrites, TurnDeps, TurnService
 from proxy.turn.builder import Builders
 from proxy.turn.paths import PathCache
+from proxy.turn.windows import ModelWindows
 from proxy.upstream import Routes
 
 CleanupContext = Callable[[web.Application], AsyncIterator[None]]
@@ -99,14 +99,15 @@ def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks
     async def turns_ctx(app: web.Application) -> AsyncIterator[None]:
         settings = app[SETTINGS]
         overrides = {name: m.encoding for name, m in settings.context.models.items() if m.encoding}
+        tokens = TokenCounter(overrides)
         deps = TurnDeps(
             settings=settings,
             store=app[STORE],
             routes=app[ROUTES],
-            tokens=TokenCounter(overrides),
+            tokens=tokens,
             strategies=strategies,
             paths=PathCache(settings.server.cache_messages),
-            limits=ModelLimits(),
+            windows=ModelWindows(settings.context, tokens),
             writes=writes,
             jobs=BackgroundJobs(),
             events=EventBus([log_event, app[METRICS].observe, app[GATEWAY].metrics.observe]),
@@ -117,7 +118,7 @@ def _turns_ctx(writes: PendingWrites, strategies: StrategyRegistry, hooks: Hooks
         app[METRICS].cache = deps.paths
         app[TURNS] = TurnService(deps)
         app[SESSIONS] = SessionAPI(deps.store, deps.paths, deps.tokens, settings=settings, events=deps.events)
-        app[PAST_CONTEXTS] = PastContexts(deps.store, deps.tokens, deps.limits, settings.context)
+        app[PAST_CONTEXTS] = PastContexts(deps.store, deps.tokens, deps.windows, settings.context)
         yield
         await deps.jobs.close(cleanup_bound_s(settings))
 

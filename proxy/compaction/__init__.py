@@ -26,7 +26,7 @@ Glossary (each word means this and only this in the code):
 from proxy.compaction.breaker import Breaker
 from proxy.compaction.jobs import BackgroundJobs
 from proxy.compaction.landing import Landing
-from proxy.compaction.runner import Fitted, fit
+from proxy.compaction.runner import Fitted, Overflow, fit
 from proxy.compaction.summarizer import make_summarizer
 
-__all__ = ["BackgroundJobs", "Breaker", "Fitted", "Landing", "fit", "make_summarizer"]
+__all__ = ["BackgroundJobs", "Breaker", "Fitted", "Landing", "Overflow", "fit", "make_summarizer"]

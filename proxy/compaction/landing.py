@@ -25,7 +25,7 @@ from proxy.events import (
     CompactionStale,
     EventBus,
 )
-from proxy.store import SessionKeys, Store
+from proxy.store import Archive, SessionKeys, Store
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,7 @@ class Landing:
             window=window.to_json(),
             boundary=window.boundary,
             event=event.journal_entry(),
-            archive_id=window.current,
-            span=[m for unit in result.evicted for m in unit.messages],
+            archive=Archive(window.current, [m for unit in result.evicted for m in unit.messages]),
             ttl_s=self.ttl_s,
             on_path_seq=on_path_seq,
         )
@@ -94,10 +93,10 @@ class Landing:
         """Journal what the runner did for one request: a landed result, a failure, or a skip."""
         if fitted.result is not None:
             await self.land(base, fitted.result, seconds=fitted.seconds)
-        elif fitted.failure is not None:
-            await self.fail(breaker, strategy, fitted.failure, seconds=fitted.seconds)
-        elif fitted.skipped is not None:
-            event = CompactionSkipped(self.keys.session, self.request_id, strategy, fitted.skipped, fitted.forced)
+        elif fitted.what == "failed":
+            await self.fail(breaker, strategy, fitted.reason or "", seconds=fitted.seconds)
+        elif fitted.what == "skipped":
+            event = CompactionSkipped(self.keys.session, self.request_id, strategy, fitted.reason or "", fitted.forced)
             if fitted.forced:
                 await self.store.record_event(self.keys, event.journal_entry(), breaker=None, ttl_s=self.ttl_s)
             self.events.emit(event)

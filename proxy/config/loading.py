@@ -195,9 +195,8 @@ def _coerce(hint: Any, value: Any, path: str) -> Any:
                 return float(value)
             except ValueError:
                 pass
-    elif hint is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
+    elif hint is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
     raise ConfigError(f"{path}: must be {_hint_name(hint)}, got {_kind(value)} {value!r}")
 
 

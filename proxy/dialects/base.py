@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from proxy.context.model import ChatRequest
@@ -14,6 +15,9 @@ class Outgoing:
     path: str
     """The upstream path under its base URL, as `/v1/...`."""
     body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Comma-separated tokens the request needs in these headers, beside the client's own
+    (the `anthropic-beta` features its body uses)."""
 
 
 class Dialect(Protocol):

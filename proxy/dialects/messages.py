@@ -27,11 +27,11 @@ _DONE = b"data: [DONE]\n\n"
 
 class AnthropicMessages:
     def request(self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int) -> Outgoing:
-        body = {**chat.body, "messages": orjson.loads(messages_json)}
-        return Outgoing(
-            anthropic.MESSAGES_PATH,
-            orjson.dumps(anthropic.to_messages_body(body, default_max_tokens=default_max_tokens)),
-        )
+        core = {**chat.body, "messages": orjson.loads(messages_json)}
+        body = anthropic.to_messages_body(core, default_max_tokens=default_max_tokens)
+        betas = betas_for(body)
+        headers = {"anthropic-beta": ",".join(betas)} if betas else {}
+        return Outgoing(anthropic.MESSAGES_PATH, orjson.dumps(body), headers)
 
     def answer(self, response: UpstreamResponse) -> Answer:
         return Translated(response)

@@ -28,7 +28,6 @@ from aiohttp import web
 
 from proxy.compaction import make_summarizer
 from proxy.compaction.strategies import CompactionInput, CompactionResult, StrategyError, without_server
-from proxy.context.budget import make_budget
 from proxy.context.compose import History, build_history
 from proxy.context.window import Window, archive_uri
 from proxy.doors.responses import ResponsesDoor
@@ -321,14 +320,7 @@ async def _compacted(
     spec = deps.strategies.spec_for(call.model, request.headers.get(STRATEGY_HEADER))
     assert spec is not None  # `off` was passed through
     strategy = without_server(deps.strategies.build(spec, call.model))
-    model = context.for_model(call.model)
-    budget = make_budget(
-        context_window=deps.limits.window(call.model, model.context_window or context.context_window),
-        trigger_ratio=model.trigger_ratio or context.trigger_ratio,
-        max_output_tokens=0,
-        overhead=0,
-        calibration=deps.tokens.calibration(call.model, encoder),
-    )
+    budget = deps.windows.budget(call.model, encoder)
     compression_model = context.compression_model or call.model
     summarizer = make_summarizer(
         deps.routes.client_for(compression_model),

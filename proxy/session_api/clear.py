@@ -18,7 +18,7 @@ from proxy.context.window import Window, archive_uri
 from proxy.errors import Conflict
 from proxy.events import ContextCleared, EventBus
 from proxy.sessions import Identity
-from proxy.store import SessionKeys, Store
+from proxy.store import Archive, SessionKeys, Store
 from proxy.turn.conversation import load_conversation
 from proxy.turn.paths import PathCache
 from proxy.types import JSONObject
@@ -57,8 +57,7 @@ async def clear_context(store: Store, paths: PathCache, identity: Identity, even
             window=window.to_json(),
             boundary=window.boundary,
             event=event.journal_entry(),
-            archive_id=window.current if seqs else "",
-            span=[m for unit in history.units for m in unit.messages],
+            archive=Archive(window.current if seqs else "", [m for unit in history.units for m in unit.messages]),
             ttl_s=ttl_s,
         )
         if landed:

@@ -13,22 +13,22 @@ named in `caveats` when configured: the rebuild shows the default composition.
 from __future__ import annotations
 
 from proxy.config import ContextSettings
-from proxy.context.limits import ModelLimits
 from proxy.context.tokens import TokenCounter
 from proxy.session_api.replay import Replay, replay_next, replay_turn
 from proxy.session_api.service import SessionNotFound
 from proxy.sessions import Identity
 from proxy.store import SessionKeys, Store
+from proxy.turn.windows import ModelWindows
 from proxy.types import JSONObject
 
 NEXT = "next"
 
 
 class PastContexts:
-    def __init__(self, store: Store, tokens: TokenCounter, limits: ModelLimits, context: ContextSettings) -> None:
+    def __init__(self, store: Store, tokens: TokenCounter, windows: ModelWindows, context: ContextSettings) -> None:
         self._store = store
         self._tokens = tokens
-        self._limits = limits
+        self._windows = windows
         self._context = context
 
     async def context(self, identity: Identity, seq: int | None, model: str | None) -> JSONObject:
@@ -48,8 +48,9 @@ class PastContexts:
             raise SessionNotFound(f"no turn {seq} in session {identity.session!r}")
         model = str(model or record.get("model") or "gpt-4o-mini")
         messages = [m.message for m in replay.messages]
-        counts = await self._tokens.count_messages(await self._tokens.encoder_for(model), messages)
-        window, trigger = self._window_and_trigger(model)
+        encoder = await self._tokens.encoder_for(model)
+        counts = await self._tokens.count_messages(encoder, messages)
+        window, trigger = self._windows.window(model), self._windows.budget(model, encoder).trigger
         sent = {} if seq is None else record
         return {
             "id": identity.session,
@@ -70,12 +71,6 @@ class PastContexts:
             "trigger": trigger,
             "caveats": self._caveats(model),
         }
-
-    def _window_and_trigger(self, model: str) -> tuple[int, int]:
-        """The model's window (as configured, or smaller if the upstream said so) and its trigger."""
-        overrides = self._context.for_model(model)
-        window = self._limits.window(model, overrides.context_window or self._context.context_window)
-        return window, int(window * (overrides.trigger_ratio or self._context.trigger_ratio))
 
     def _caveats(self, model: str) -> list[str]:
         """What the rebuilt messages cannot show for this model, as the proxy is configured now:

@@ -2,9 +2,10 @@
 
 from proxy.store.embedded import EmbeddedRedis, EmbeddedServerError, running_server_url
 from proxy.store.keys import SessionKeys, TenantKeys
-from proxy.store.redis_store import LoadedSession, SessionDump, Store, StoredTurn
+from proxy.store.redis_store import Archive, LoadedSession, SessionDump, Store, StoredTurn
 
 __all__ = [
+    "Archive",
     "EmbeddedRedis",
     "EmbeddedServerError",
     "LoadedSession",

@@ -83,6 +83,14 @@ class SessionDump:
     events: list[JSONObject]
 
 
+@dataclass(frozen=True)
+class Archive:
+    """The span a landed compaction evicted, kept under the id its summary cites."""
+
+    id: str
+    span: list[Any]
+
+
 class Store:
     """A Redis (or Redis Cluster) connection pool plus the registered scripts."""
 
@@ -228,20 +236,19 @@ class Store:
         window: JSONObject,
         boundary: int,
         event: JSONObject,
-        archive_id: str,
-        span: list[Any],
+        archive: Archive,
         ttl_s: int,
         on_path_seq: int | None = None,
     ) -> bool:
         """Land a compaction if the window is still `expected_window` (and `on_path_seq`, if
-        given, is on the head's path); False if it is stale."""
+        given, is on the head's path), with the span it evicted archived; False if it is stale."""
         args: list[bytes | str | int] = [
             expected_window,
             orjson.dumps(window),
             boundary,
             orjson.dumps(event),
-            archive_id,
-            orjson.dumps(span),
+            archive.id,
+            orjson.dumps(archive.span),
             ttl_s,
             "" if on_path_seq is None else on_path_seq,
         ]

@@ -79,7 +79,7 @@ class ActiveTurn:
     def finished(self) -> None:
         """The answer is relayed: log it, and start the compaction it deferred."""
         self._log()
-        if self._fitted.deferred:
+        if self._fitted.what == "deferred":
             self._start_background()
 
     def facts(self) -> TurnFacts:
@@ -121,7 +121,7 @@ class ActiveTurn:
             "chat request=%s session=%s window=%s strategy=%s sent_tokens=%d new_messages=%d parent=%s compaction=%s",
             plan.caller.request_id, plan.conversation.identity.session, self.window_id, plan.strategy.name,
             self.sent_tokens, len(plan.conversation.reconciled.new_input), plan.conversation.reconciled.parent,
-            fitted.result.strategy if fitted.result else fitted.failure or fitted.skipped,
+            fitted.result.strategy if fitted.result else fitted.reason or fitted.what,
         )  # fmt: skip
 
 

@@ -40,11 +40,5 @@ class TurnFacts:
 
 
 def fitting(fitted: Fitted) -> str:
-    """What fitting under budget did, in one word."""
-    if fitted.result is not None:
-        return "compacted"
-    if fitted.failure is not None:
-        return "failed"
-    if fitted.deferred:
-        return "deferred"
-    return "skipped" if fitted.skipped is not None else "none"
+    """What fitting under budget did, in one word (a claim that stayed contended sent the history as it was)."""
+    return "none" if fitted.what == "contended" else fitted.what

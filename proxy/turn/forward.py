@@ -14,6 +14,7 @@ from proxy.context.model import ChatRequest
 from proxy.dialects import dialect_for
 from proxy.errors import ProxyError
 from proxy.turn.plan import Caller
+from proxy.types import JSONObject
 from proxy.upstream import Answer, UpstreamClient
 
 
@@ -43,6 +44,9 @@ async def forward(
     headers["Content-Type"] = "application/json"
     headers.popall("Content-Encoding", None)  # the body is re-serialized, unencoded
     headers["Accept-Encoding"] = "identity"
+    for name, tokens in outgoing.headers.items():
+        own = [t.strip() for t in headers.get(name, "").split(",") if t.strip()]
+        headers[name] = ",".join(dict.fromkeys([*own, *tokens.split(",")]))
     loop = asyncio.get_running_loop()
     started = loop.time()
     answer = await upstream.send("POST", outgoing.path, headers=headers, body=outgoing.body)
@@ -59,17 +63,13 @@ async def send_as_is(upstream: UpstreamClient, chat: ChatRequest, caller: Caller
     return sent.answer
 
 
-async def refusal_message(answer: Answer) -> str | None:
-    """The message of a 400 refusal (where a too-long prompt names the model's window); None
+async def refusal(answer: Answer) -> JSONObject | None:
+    """The parsed body of a refusal that may name the model's window (a 400, or TGI's 422); None
     for any other answer, which is left unread for the relay."""
-    if answer.status != 400:
+    if answer.status not in (400, 422):
         return None
     try:
         body = orjson.loads(await answer.read())
     except (orjson.JSONDecodeError, ProxyError):
         return None
-    if not isinstance(body, dict):
-        return None
-    nested = body.get("error")
-    error = nested if isinstance(nested, dict) else body  # some servers answer without the "error" wrapper
-    return str(error.get("message", ""))
+    return body if isinstance(body, dict) else None

@@ -11,7 +11,6 @@ from proxy.compaction import BackgroundJobs, Landing
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import Strategy, StrategyRegistry, Summarizer
 from proxy.config import Settings
-from proxy.context.limits import ModelLimits
 from proxy.context.model import ChatRequest
 from proxy.context.tokens import Encoder, TokenCounter
 from proxy.events import EventBus
@@ -22,6 +21,7 @@ from proxy.turn.builder import Builders
 from proxy.turn.conversation import Conversation
 from proxy.turn.paths import PathCache
 from proxy.turn.pending import PendingWrites
+from proxy.turn.windows import ModelWindows
 from proxy.types import Message
 from proxy.upstream import Routes
 
@@ -37,7 +37,7 @@ class TurnDeps:
     tokens: TokenCounter
     strategies: StrategyRegistry
     paths: PathCache
-    limits: ModelLimits
+    windows: ModelWindows
     writes: PendingWrites
     jobs: BackgroundJobs
     events: EventBus

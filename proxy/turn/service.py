@@ -18,10 +18,12 @@ from dataclasses import replace
 from functools import partial
 
 from proxy import tracing
-from proxy.compaction import Fitted, Landing, fit, make_summarizer
+from proxy.compaction import Fitted, Landing, Overflow, fit, make_summarizer
 from proxy.compaction.strategies import Summarizer, server_params, without_server
-from proxy.context.budget import Budget, ContextTooLarge, make_budget
+from proxy.compaction.strategies.server import on_route, with_server_params
+from proxy.context.budget import Budget, ContextTooLarge
 from proxy.context.model import ChatRequest
+from proxy.context.refusals import refusal_text, refused_window
 from proxy.context.tokens import Encoder
 from proxy.context.window import archive_uri
 from proxy.context_tools.service import ContextTools, Fill, Prepared
@@ -36,7 +38,7 @@ from proxy.turn.claim import CompactionClaim, LoadedWindow
 from proxy.turn.conversation import Conversation, load_conversation
 from proxy.turn.facts import fitting
 from proxy.turn.fallback import Attempt, discard, fallback_reason, for_model
-from proxy.turn.forward import forward, refusal_message
+from proxy.turn.forward import forward, refusal
 from proxy.turn.importer import import_exchanges
 from proxy.turn.outcome import Outcome
 from proxy.turn.plan import Caller, Plan, TurnDeps
@@ -60,10 +62,11 @@ class TurnService:
         encoder = await d.tokens.encoder_for(chat.model)
         conversation = await import_exchanges(d, conversation, encoder, request_id=caller.request_id, keep=caller.keep)
         conversation, system = await self._with_request_system(conversation, leading, encoder, own=chat.own_system)
-        strategy = d.strategies.build(spec, chat.model)
+        api = d.routes.client_for(chat.model).api
+        strategy = on_route(d.strategies.build(spec, chat.model), api, d.settings.context.server)
         params = server_params(strategy)
         if params:
-            chat = replace(chat, body={**params, **chat.body})  # the client's own keys win
+            chat = replace(chat, body=with_server_params(chat.body, params))  # the client's own keys win
         window_id = conversation.stored_window.current
         plan = Plan(
             chat=chat,
@@ -195,12 +198,12 @@ class TurnService:
             try:
                 budget = self._budget(plan)
                 fitted = await self._fit(plan, budget, claim)
-                if fitted.contended:
+                if fitted.what == "contended":
                     await claim.wait(d.settings.context.compression_timeout_s)
                     plan = await self._reload(plan)
                     budget = self._budget(plan)
                     fitted = await self._fit(plan, budget, claim)
-                    if fitted.contended:  # the wait timed out and the other still holds the claim
+                    if fitted.what == "contended":  # the wait timed out and the other still holds the claim
                         budget.require_fit(fitted.tokens + sum(plan.new_tokens))
                 conversation = plan.conversation
                 if plan.caller.keep:
@@ -255,13 +258,9 @@ class TurnService:
             session=conversation.identity.session, request_id=plan.caller.request_id, encoder=plan.encoder,
             events=d.events,
         ) if d.hooks else None  # fmt: skip
-        return await fit(
-            history,
-            new_tokens=sum(plan.new_tokens),
-            budget=budget,
+        overflow = Overflow(
             strategy=plan.strategy,
             summarizer=plan.summarizer,
-            archive_uri=archive_uri(history.window.next_id),
             count_text=lambda text: len(plan.encoder.encode_ordinary(text)),
             breaker=conversation.breaker,
             usage=conversation.usage,
@@ -270,6 +269,8 @@ class TurnService:
             before=before,
             forced=plan.forced,
         )
+        new_tokens, uri = sum(plan.new_tokens), archive_uri(history.window.next_id)
+        return await fit(history, new_tokens=new_tokens, budget=budget, archive_uri=uri, overflow=overflow)
 
     async def _record_failed(self, plan: Plan, exc: ProxyError) -> None:
         """Journal the turn as `failed` with `exc` before anything went upstream: its input is
@@ -277,18 +278,10 @@ class TurnService:
         recorder = turn_recorder(self.deps, plan, window_id=plan.conversation.stored_window.current, sent_tokens=0)
         await recorder.record(Outcome("failed", error={"status": exc.status, "code": exc.code, "message": exc.message}))
 
-    def _configured_window(self, model: str) -> int:
-        context = self.deps.settings.context
-        return context.for_model(model).context_window or context.context_window
-
     def _budget(self, plan: Plan) -> Budget:
-        context, model = self.deps.settings.context, plan.chat.model
-        return make_budget(
-            context_window=self.deps.limits.window(model, self._configured_window(model)),
-            trigger_ratio=context.for_model(model).trigger_ratio or context.trigger_ratio,
-            max_output_tokens=plan.chat.max_output_tokens,
-            overhead=plan.overhead,
-            calibration=self.deps.tokens.calibration(model, plan.encoder),
+        chat = plan.chat
+        return self.deps.windows.budget(
+            chat.model, plan.encoder, max_output_tokens=chat.max_output_tokens, overhead=plan.overhead
         )
 
     async def _forward(self, plan: Plan, fitted: Fitted, budget: Budget) -> tuple[Attempt, Prepared]:
@@ -325,13 +318,13 @@ class TurnService:
 
     async def _window_learned(self, plan: Plan, answer: Answer) -> bool:
         """Whether the upstream refused the prompt as too long, naming a smaller window than assumed."""
-        message = await refusal_message(answer)
-        if message is None:
+        body = await refusal(answer)
+        if body is None:
             return False
         model = plan.chat.model
-        configured = self._configured_window(model)
-        window = self.deps.limits.learn(model, message, configured)
+        window = self.deps.windows.learn(model, body)
         if window is None:  # a server-managed request compacts with its fallback on any such refusal
-            return server_params(plan.strategy) is not None and "maximum context length" in message.lower()
-        self.deps.events.emit(WindowLearned(model, window, configured, plan.caller.request_id))
+            too_long = refused_window(body) is not None or "maximum context length" in refusal_text(body).lower()
+            return server_params(plan.strategy) is not None and too_long
+        self.deps.events.emit(WindowLearned(model, window, self.deps.windows.configured(model), plan.caller.request_id))
         return True

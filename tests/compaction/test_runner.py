@@ -8,7 +8,7 @@ import pytest
 
 from proxy.compaction.breaker import COOLDOWN_S, Breaker
 from proxy.compaction.hooks import Hooks
-from proxy.compaction.runner import fit
+from proxy.compaction.runner import Overflow, fit
 from proxy.compaction.strategies import Background, Full, Reset, Summarize, Turns
 from proxy.config import HookSettings
 from proxy.context.budget import ContextTooLarge
@@ -20,11 +20,11 @@ SUMMARIZE = summarizing(Summarize, preserve_recent=2)
 
 
 async def run(h, b, strategy=SUMMARIZE, breaker=Breaker(), summarizer=None, usage=None, new_tokens=10, forced=False):  # type: ignore[no-untyped-def]
-    return await fit(
-        h, new_tokens=new_tokens, budget=b, strategy=strategy, summarizer=summarizer or FakeSummarizer(),
-        archive_uri="context://archive/win_1", count_text=len, breaker=breaker, usage=usage, preference="max",
+    overflow = Overflow(
+        strategy, summarizer or FakeSummarizer(), count_text=len, breaker=breaker, usage=usage, preference="max",
         forced=forced,
     )  # fmt: skip
+    return await fit(h, new_tokens=new_tokens, budget=b, archive_uri="context://archive/win_1", overflow=overflow)
 
 
 async def test_under_the_trigger_nothing_happens() -> None:
@@ -47,7 +47,7 @@ async def test_fed_back_usage_can_trigger_compaction() -> None:
 async def test_failure_leaves_history_unchanged_but_request_goes() -> None:
     h = history(40)
     fitted = await run(h, budget(1000, 700), summarizer=FakeSummarizer(fail=True))
-    assert fitted.failure and fitted.history is h
+    assert fitted.what == "failed" and fitted.reason and fitted.history is h
 
 
 async def test_failure_with_no_room_is_context_length_exceeded() -> None:
@@ -63,15 +63,17 @@ async def test_open_breaker_skips_compaction_then_half_opens() -> None:
     assert Breaker.parse(Breaker(2, 5.0).after_failure(now).dump()) == Breaker(3, now)
     summarizer = FakeSummarizer()
     fitted = await run(history(40), budget(1000, 700), breaker=Breaker(3, now), summarizer=summarizer)
-    assert fitted.skipped == "circuit breaker open" and summarizer.calls == []
+    assert (fitted.what, fitted.reason) == ("skipped", "circuit breaker open") and summarizer.calls == []
 
 
 async def test_background_defers_while_the_request_fits() -> None:
     summarizer = FakeSummarizer()
     fitted = await run(history(40), budget(1000, 700), strategy=Background(SUMMARIZE), summarizer=summarizer)
-    assert fitted.deferred and fitted.result is None and summarizer.calls == []
+    assert fitted.what == "deferred" and fitted.result is None and summarizer.calls == []
     fitted = await run(history(60), budget(1000, 700), strategy=Background(Reset()))
-    assert not fitted.deferred and fitted.result is not None, "runs in the foreground when the request cannot fit"
+    assert fitted.what == "compacted" and fitted.result is not None, (
+        "runs in the foreground when the request cannot fit"
+    )
 
 
 async def test_before_overflow_replacement_is_sent_instead_and_nothing_lands() -> None:
@@ -80,12 +82,13 @@ async def test_before_overflow_replacement_is_sent_instead_and_nothing_lands() -
     encoder = await TokenCounter({}).encoder_for("gpt-4o-mini")
     before = hooks.before_for(session="s", request_id="r", encoder=encoder, events=EventBus([events.append]))
     h = history(40)
+    overflow = Overflow(
+        SUMMARIZE, FakeSummarizer(), count_text=len, breaker=Breaker(), usage=None, preference="max", before=before
+    )
     fitted = await fit(
-        h, new_tokens=10, budget=budget(1000, 700), strategy=SUMMARIZE, summarizer=FakeSummarizer(),
-        archive_uri="context://archive/win_1", count_text=len, breaker=Breaker(), usage=None, preference="max",
-        before=before,
-    )  # fmt: skip
-    assert fitted.result is None and fitted.skipped and "replaced" in fitted.skipped
+        h, new_tokens=10, budget=budget(1000, 700), archive_uri="context://archive/win_1", overflow=overflow
+    )
+    assert fitted.result is None and fitted.what == "skipped" and "replaced" in (fitted.reason or "")
     assert [m["content"] for m in fitted.history.messages()] == ["u39", "a39"]
     assert fitted.history.window.current == "win_0"
     assert not events
@@ -122,10 +125,10 @@ async def test_a_forced_compaction_keeps_only_the_most_recent_turn_whatever_the_
 async def test_a_forced_compaction_with_one_turn_or_an_open_breaker_does_nothing() -> None:
     summarizer = FakeSummarizer()
     fitted = await run(history(1), budget(1000, 700), summarizer=summarizer, forced=True)
-    assert fitted.forced and fitted.result is None and "one turn" in (fitted.skipped or "")
+    assert fitted.forced and fitted.result is None and "one turn" in (fitted.reason or "")
     fitted = await run(history(5), budget(1000, 700), breaker=Breaker(3, time.time()), forced=True)
-    assert fitted.skipped == "circuit breaker open" and summarizer.calls == []
+    assert (fitted.what, fitted.reason) == ("skipped", "circuit breaker open") and summarizer.calls == []
     fitted = await run(history(5), budget(1000, 700), strategy=Full(), forced=True)
-    assert fitted.result is None and fitted.skipped == "strategy full never compacts"
+    assert fitted.result is None and fitted.reason == "strategy full never compacts"
     fitted = await run(history(5), budget(1000, 700), summarizer=FakeSummarizer(fail=True), forced=True)
-    assert fitted.failure, "the breaker counts a failed forced compaction as any other"
+    assert fitted.what == "failed", "the breaker counts a failed forced compaction as any other"

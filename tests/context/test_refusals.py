@@ -6,7 +6,10 @@ from typing import Any
 
 import pytest
 
-from proxy.context.limits import ModelLimits, refusal_text, refused_window
+from proxy.config import ContextSettings
+from proxy.context.refusals import refusal_text, refused_window
+from proxy.context.tokens import TokenCounter
+from proxy.turn.windows import ModelWindows
 
 REFUSALS: dict[str, tuple[Any, int]] = {
     # OpenAI (and vLLM's OpenAI server, same words)
@@ -97,9 +100,9 @@ REFUSALS: dict[str, tuple[Any, int]] = {
 @pytest.mark.parametrize(("body", "window"), list(REFUSALS.values()), ids=list(REFUSALS))
 def test_each_servers_refusal_names_its_window(body: Any, window: int) -> None:
     assert refused_window(body) == window
-    limits = ModelLimits()
-    assert limits.learn("m", body, 1_000_000) == window
-    assert limits.window("m", 1_000_000) == window
+    windows = windows_of(1_000_000)
+    assert windows.learn("m", body) == window
+    assert windows.window("m") == window
 
 
 @pytest.mark.parametrize("server", [name for name in REFUSALS if name != "llama.cpp-n_ctx"], ids=lambda name: str(name))
@@ -131,13 +134,17 @@ def test_the_message_is_found_in_every_shape() -> None:
 )
 def test_a_refusal_without_a_window_teaches_nothing(body: Any) -> None:
     assert refused_window(body) is None
-    assert ModelLimits().learn("m", body, 128_000) is None
+    assert windows_of(128_000).learn("m", body) is None
 
 
 def test_only_a_smaller_window_is_learned() -> None:
-    limits = ModelLimits()
+    windows = windows_of(100_000)
     body, _ = REFUSALS["anthropic"]
-    assert limits.learn("m", body, 100_000) is None, "200000 is not smaller than the configured 100000"
-    assert limits.learn("m", REFUSALS["llama.cpp"][0], 100_000) == 4096
-    assert limits.learn("m", REFUSALS["llama.cpp"][0], 100_000) is None, "already known"
-    assert limits.window("m", 100_000) == 4096 and limits.window("m", 2048) == 2048
+    assert windows.learn("m", body) is None, "200000 is not smaller than the configured 100000"
+    assert windows.learn("m", REFUSALS["llama.cpp"][0]) == 4096
+    assert windows.learn("m", REFUSALS["llama.cpp"][0]) is None, "already known"
+    assert windows.window("m") == 4096 and windows_of(2048).window("m") == 2048
+
+
+def windows_of(context_window: int) -> ModelWindows:
+    return ModelWindows(ContextSettings(context_window=context_window), TokenCounter({}))
