@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from proxy.app_state import EMBEDDED, GATEWAY, METRICS, PAST_CONTEXTS, ROUTES, SESSIONS, SETTINGS, STORE, TURNS
 from proxy.compaction import BackgroundJobs
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import StrategyRegistry
@@ -27,7 +28,6 @@ from proxy.handlers import admin_keys, chat, health, messages, passthrough, resp
 from proxy.handlers.access import access_middleware
 from proxy.handlers.gateway import add_rate_headers, gateway_middleware
 from proxy.handlers.middleware import error_middleware
-from proxy.keys import EMBEDDED, GATEWAY, METRICS, PAST_CONTEXTS, ROUTES, SESSIONS, SETTINGS, STORE, TURNS
 from proxy.metrics import Metrics
 from proxy.serving import await_within, cleanup_bound_s
 from proxy.session_api import PastContexts, SessionAPI

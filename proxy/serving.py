@@ -32,8 +32,8 @@ from typing import Any
 
 from aiohttp import web
 
+from proxy.app_state import EMBEDDED
 from proxy.config import Settings
-from proxy.keys import EMBEDDED
 
 log = logging.getLogger("context_proxy")
 

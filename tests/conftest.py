@@ -17,8 +17,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from proxy.app import create_app
+from proxy.app_state import TURNS
 from proxy.config import ContextSettings, ModelSettings, Settings, settings_from_mapping
-from proxy.keys import TURNS
 from proxy.store import EmbeddedRedis
 from tests.fake_upstream import FakeOpenAI
 

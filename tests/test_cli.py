@@ -11,9 +11,9 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
+from proxy.app_state import SETTINGS
 from proxy.cli import main
-from proxy.keys import SETTINGS
-from proxy.store.keys import TenantKeys
+from proxy.store.names import TenantKeys
 from tests.conftest import Proxy
 
 

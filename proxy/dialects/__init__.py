@@ -20,4 +20,10 @@ def dialect_for(api: str) -> Dialect:
     return _DIALECTS[api]
 
 
-__all__ = ["CHAT_PATH", "Dialect", "Outgoing", "dialect_for"]
+def register(api: str, dialect: Dialect) -> None:
+    """Another upstream API, for `upstream.api` / `routes[].api` to name (the config checks
+    the names it knows; a plug-in or a test registers its own)."""
+    _DIALECTS[api] = dialect
+
+
+__all__ = ["CHAT_PATH", "Dialect", "Outgoing", "dialect_for", "register"]

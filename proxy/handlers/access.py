@@ -19,8 +19,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from proxy import tracing
+from proxy.app_state import METRICS, REQUEST_ID, ROUTE_MODEL, TURN_FACTS
 from proxy.handlers.request_keys import PROXY_ERROR
-from proxy.keys import METRICS, REQUEST_ID, ROUTE_MODEL, TURN_FACTS
 from proxy.logs import Fields, short_tenant
 
 access_log = logging.getLogger("context_proxy.access")

@@ -11,10 +11,10 @@ import hmac
 import orjson
 from aiohttp import web
 
+from proxy.app_state import GATEWAY, SETTINGS
 from proxy.errors import BadRequest, InvalidApiKey, NotFound
 from proxy.gateway.admin import KeyAdmin
 from proxy.gateway.service import bearer
-from proxy.keys import GATEWAY, SETTINGS
 
 
 def _admin(request: web.Request) -> KeyAdmin:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from proxy.app_state import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
 from proxy.context.tokens import request_overhead
 from proxy.dialects import CHAT_PATH
 from proxy.doors.chat import ChatDoor
@@ -16,7 +17,6 @@ from proxy.handlers.gateway import admit, check_model, gate
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.relay import relay_turn, relay_unmanaged
 from proxy.handlers.request import parse_chat_request, read_body
-from proxy.keys import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
 from proxy.sessions import requested_session
 from proxy.turn import STRATEGY_HEADER, Caller, ChatRequest
 from proxy.turn.forward import send_as_is

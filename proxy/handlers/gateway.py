@@ -16,10 +16,10 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from proxy.app_state import ADMISSION, GATEWAY, PRINCIPAL, RATE_HEADERS, SETTINGS
 from proxy.errors import ModelNotAllowed, ProxyError
 from proxy.gateway.limits import Admission, Gate
 from proxy.handlers.encoding import decode_body
-from proxy.keys import ADMISSION, GATEWAY, PRINCIPAL, RATE_HEADERS, SETTINGS
 
 _GUARDED = ("/v1/", "/s/")
 _TURN_ROUTES = frozenset(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.keys import GATEWAY, METRICS, PEERS, STORE
+from proxy.app_state import GATEWAY, METRICS, PEERS, STORE
 
 
 async def healthz(request: web.Request) -> web.Response:

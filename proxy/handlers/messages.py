@@ -15,6 +15,7 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
+from proxy.app_state import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
 from proxy.context.compose import compose_messages
 from proxy.context.model import ChatRequest
 from proxy.context.tokens import Encoder, request_overhead
@@ -24,7 +25,6 @@ from proxy.errors import BadRequest
 from proxy.handlers.gateway import admit, check_model, gate
 from proxy.handlers.relay import relay_turn, relay_unmanaged
 from proxy.handlers.request import read_body
-from proxy.keys import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
 from proxy.sessions import Identity, message_hash, requested_session
 from proxy.sessions.identity import validate_session_id
 from proxy.sessions.reconcile import split_leading

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from proxy.app_state import PRINCIPAL, ROUTE_MODEL, ROUTES, SETTINGS
 from proxy.handlers.encoding import decode_body
 from proxy.handlers.gateway import read_model
 from proxy.handlers.relay import start_stream
-from proxy.keys import PRINCIPAL, ROUTE_MODEL, ROUTES, SETTINGS
 from proxy.upstream import UpstreamResponse
 
 

@@ -26,6 +26,7 @@ from dataclasses import replace
 import orjson
 from aiohttp import web
 
+from proxy.app_state import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, STORE, TURN_FACTS, TURNS
 from proxy.compaction import make_summarizer
 from proxy.compaction.strategies import CompactionInput, CompactionResult, StrategyError, without_server
 from proxy.context.compose import History, build_history
@@ -52,7 +53,6 @@ from proxy.handlers.gateway import admit, check_model, gate
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.relay import relay_turn
 from proxy.handlers.request import read_body
-from proxy.keys import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, STORE, TURN_FACTS, TURNS
 from proxy.sessions import Turn, message_hash, requested_session
 from proxy.sessions.identity import validate_session_id
 from proxy.store.responses import ResponseStore, StoredCompaction, StoredConversation, StoredResponse

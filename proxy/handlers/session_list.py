@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from proxy.app_state import PRINCIPAL, SESSIONS
 from proxy.errors import BadRequest
-from proxy.keys import PRINCIPAL, SESSIONS
 from proxy.sessions.identity import validate_session_id
 
 DEFAULT_LIMIT = 20

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
+from proxy.app_state import PAST_CONTEXTS, PRINCIPAL, SESSIONS
 from proxy.errors import BadRequest
-from proxy.keys import PAST_CONTEXTS, PRINCIPAL, SESSIONS
 from proxy.session_api.past_context import NEXT
 from proxy.sessions import Identity
 from proxy.sessions.identity import validate_session_id

@@ -1,7 +1,7 @@
 """The session store: the only package that imports `redis`."""
 
 from proxy.store.embedded import EmbeddedRedis, EmbeddedServerError, running_server_url
-from proxy.store.keys import SessionKeys, TenantKeys
+from proxy.store.names import SessionKeys, TenantKeys
 from proxy.store.redis_store import Archive, LoadedSession, SessionDump, Store, StoredTurn
 
 __all__ = [

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
@@ -64,6 +65,19 @@ def mapped() -> Iterator[None]:
         raise
     except (RedisError, OSError) as exc:
         raise StoreUnavailable(f"session store unavailable: {exc}") from exc
+    except AttributeError as exc:
+        if not torn_down(exc):
+            raise
+        raise StoreUnavailable("session store unavailable: the connection was lost") from exc
+
+
+def torn_down(exc: AttributeError) -> bool:
+    """redis-py's asyncio connection, torn down mid-failover, has no writer (or reader) left: the
+    command fails with an AttributeError raised inside redis-py itself, a lost connection."""
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and "redis" in Path(frame.tb_frame.f_code.co_filename).parts
 
 
 _NODE_LOST = (ConnectionError, TimeoutError, ClusterDownError, SlotNotCoveredError)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.store.connection import mapped, mapped_pipeline
-from proxy.store.gateway_keys import REGISTRY, REGISTRY_VERSION, GatewayKeys
+from proxy.store.gateway_names import REGISTRY, REGISTRY_VERSION, GatewayKeys
 from proxy.store.redis_store import Store
 from proxy.store.scripts import Script
 

@@ -2,7 +2,7 @@
 adoption of the single global index that earlier versions kept.
 
 Each tenant's index is a sorted set (session id -> last used) under the hash tag
-`{t:tenant}` (see `keys.py`). A listing reads the index, then each listed session's
+`{t:tenant}` (see `names.py`). A listing reads the index, then each listed session's
 meta hash; on a cluster those sit on several nodes and are read in one pipeline.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from proxy.store.connection import Client
-from proxy.store.keys import LEGACY_SESSION_INDEX, TENANT_INDEX_PATTERN, SessionKeys, TenantKeys, tenant_of_index
+from proxy.store.names import LEGACY_SESSION_INDEX, TENANT_INDEX_PATTERN, SessionKeys, TenantKeys, tenant_of_index
 from proxy.types import JSONObject
 
 _FIELDS = ("created", "updated", "seq", "window_id", "usage", "head")

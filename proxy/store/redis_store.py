@@ -30,7 +30,7 @@ from proxy.errors import StoreUnavailable
 from proxy.store import index
 from proxy.store.connection import Client, Readiness, mapped, mapped_pipeline, open_client, readiness
 from proxy.store.index import SessionPage
-from proxy.store.keys import FORCE_COMPACTION, HANDOFF_PREFIX, SessionKeys, TenantKeys
+from proxy.store.names import FORCE_COMPACTION, HANDOFF_PREFIX, SessionKeys, TenantKeys
 from proxy.store.replication import write_confirmed
 from proxy.store.scripts import Arg, Script
 from proxy.types import JSONObject

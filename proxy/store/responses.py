@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 import orjson
 
 from proxy.store.connection import Client, mapped
-from proxy.store.keys import PREFIX
+from proxy.store.names import PREFIX
 from proxy.store.redis_store import Store
 from proxy.types import JSONObject, Message
 

@@ -21,10 +21,10 @@ from pathlib import Path
 from aiohttp import web
 
 from proxy.app import CleanupContext, create_app
+from proxy.app_state import PEERS, SETTINGS
 from proxy.config import Settings
 from proxy.errors import ConfigError, StoreUnavailable
 from proxy.handlers.health import exposition
-from proxy.keys import PEERS, SETTINGS
 from proxy.metrics_peers import MetricPeers
 from proxy.serving import await_within, cleanup_bound_s, run_app
 

@@ -8,7 +8,7 @@ import aiohttp
 import openai
 import pytest
 
-from proxy.keys import TURNS
+from proxy.app_state import TURNS
 from tests.conftest import Proxy, ProxyFactory, make_settings, replace_context
 from tests.fake_upstream import FakeOpenAI
 from tests.handlers.test_sessions import session_json

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from proxy.app import create_app
-from proxy.keys import TURNS
+from proxy.app_state import TURNS
 from proxy.sessions import tenant_of
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI

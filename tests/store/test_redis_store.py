@@ -12,7 +12,7 @@ from redis.exceptions import ClusterDownError, ConnectionError, ReadOnlyError, R
 from proxy.errors import StoreUnavailable
 from proxy.store import SessionKeys, Store
 from proxy.store.connection import mapped
-from proxy.store.keys import LEGACY_SESSION_INDEX, TenantKeys
+from proxy.store.names import LEGACY_SESSION_INDEX, TenantKeys
 
 TENANT = "t" * 32
 
@@ -107,3 +107,16 @@ def test_the_clusters_transient_states_are_store_unavailable(error: Exception) -
 def test_a_scripts_own_error_stays_a_bug() -> None:
     with pytest.raises(ResponseError), mapped():
         raise ResponseError("parent turn 7 does not exist")
+
+
+async def test_a_connection_torn_down_mid_command_is_unavailable_not_a_bug() -> None:
+    from redis.asyncio.connection import Connection
+
+    from proxy.errors import StoreUnavailable
+    from proxy.store.connection import mapped
+
+    torn = Connection()  # never connected: no writer, as after a failover tore it down
+    with pytest.raises(StoreUnavailable), mapped():
+        await torn._send_packed_command([b"PING"])
+    with pytest.raises(AttributeError), mapped():
+        None.missing  # type: ignore[attr-defined]  # the proxy's own bug stays one

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from proxy.app_state import STORE
 from proxy.context.window import Window
-from proxy.keys import STORE
 from proxy.sessions import tenant_of
 from proxy.store import Archive, SessionKeys
 from tests.conftest import ProxyFactory

@@ -9,8 +9,8 @@ from typing import Any
 import openai
 import pytest
 
+from proxy.app_state import STORE
 from proxy.context.window import Window
-from proxy.keys import STORE
 from proxy.sessions import tenant_of
 from proxy.store import Archive, SessionKeys
 from proxy.turn.claim import CompactionClaim, LoadedWindow

@@ -1,4 +1,5 @@
-"""Typed application keys: every shared resource the handlers reach, by type."""
+"""What the app and each request hold, by type (aiohttp's typed `AppKey` and `RequestKey`):
+every shared resource the handlers reach, and what one layer leaves on a request for another."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.store.keys import PREFIX
+from proxy.store.names import PREFIX
 
 GATEWAY_PREFIX = f"{PREFIX}:gw"
 REGISTRY = f"{GATEWAY_PREFIX}:{{registry}}:keys"
