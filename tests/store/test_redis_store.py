@@ -119,4 +119,4 @@ async def test_a_connection_torn_down_mid_command_is_unavailable_not_a_bug() -> 
     with pytest.raises(StoreUnavailable), mapped():
         await torn._send_packed_command([b"PING"])
     with pytest.raises(AttributeError), mapped():
-        None.missing  # type: ignore[attr-defined]  # the proxy's own bug stays one
+        _ = None.missing  # type: ignore[attr-defined]  # the proxy's own bug stays one
