@@ -6,6 +6,7 @@ Targets, run interleaved round after round so machine noise hits all alike:
   (c) proxy, X-Context-Strategy: off  (d) proxy, delta client, 50-turn sessions
   (e) proxy, full-history client, 50 turns
   (f) streaming, 20 chunks: direct (f-a) and through the proxy (f-d)
+  (h) the Responses door and (i) the Messages door, delta clients on the same sessions as (d)
 at concurrency 1 and 32; medians over rounds, with each process's CPU per request (the
 serving process and the Redis server apart). Then per-turn proxy CPU at 10, 100 and
 1,000 turns of history, RSS idle and under c=64, and issue 15's targets, each with its
@@ -29,7 +30,7 @@ from pathlib import Path
 import aiohttp
 import psutil
 
-from bench.common import HEADERS, chat_body
+from bench.common import HEADERS, chat_body, messages_body, responses_body
 from bench.load import Result, run_load
 from bench.procs import Processes, cpu_ns
 from bench.report import Growth, growth_table, table, targets
@@ -81,6 +82,22 @@ class Bench:
                 self.url(p.proxy_port),
                 lambda i: (
                     chat_body([*full, user_message(1000 + i)]),
+                    {**HEADERS, "X-Session-Id": pool[i % len(pool)]},
+                ),
+                False,
+            ),
+            "h proxy responses 50": (
+                f"http://127.0.0.1:{p.proxy_port}/v1/responses",
+                lambda i: (
+                    responses_body(user_message(1000 + i)["content"]),
+                    {**HEADERS, "X-Session-Id": pool[i % len(pool)]},
+                ),
+                False,
+            ),
+            "i proxy messages 50": (
+                f"http://127.0.0.1:{p.proxy_port}/v1/messages",
+                lambda i: (
+                    messages_body(user_message(1000 + i)["content"]),
                     {**HEADERS, "X-Session-Id": pool[i % len(pool)]},
                 ),
                 False,

@@ -38,6 +38,16 @@ def chat_body(messages: list[dict[str, str]], *, stream: bool = False) -> bytes:
     return orjson.dumps({"model": MODEL, "messages": messages, "stream": stream})
 
 
+def responses_body(text: str) -> bytes:
+    """A Responses API request (a delta client: the session names the rest)."""
+    return orjson.dumps({"model": MODEL, "input": text})
+
+
+def messages_body(text: str) -> bytes:
+    """An Anthropic Messages request (a delta client: the session names the rest)."""
+    return orjson.dumps({"model": MODEL, "max_tokens": 256, "messages": [{"role": "user", "content": text}]})
+
+
 def stop_all(children: list[subprocess.Popen[bytes]]) -> None:
     """SIGTERM each (last started first), then wait; kill what has not stopped in 30 s."""
     for child in reversed(children):

@@ -116,6 +116,12 @@ def targets(results: Results, growth: Growth, peak_rss: dict[str, float]) -> str
             (f"CPU/turn 1000 vs 10 turns, {label} (median; worst round)", f"{med:.2f}x; {worst:.2f}x",
              f"<= {goal}x", worst <= goal)
         )  # fmt: skip
+    chat = cpu(results, "d proxy delta 50", 1)
+    for name, label in (("h proxy responses 50", "Responses"), ("i proxy messages 50", "Messages")):
+        ratio = cpu(results, name, 1) / chat
+        rows.append(
+            (f"{label} turn CPU vs a chat turn, delta, c=1 (issue 25)", f"{ratio:.2f}x", "<= 1.2x", ratio <= 1.2)
+        )
     rows.append(("proxy RSS under c=64", f"{peak_rss['proxy']:.0f} MB", "<= 100 MB", peak_rss["proxy"] <= 100))
     rows.append(("embedded server RSS under c=64 (apart)", f"{peak_rss['redis']:.0f} MB", "", True))
     lines = ["Issue 15's targets (this run):", "| target | figure | goal | met |", "|---|---|---|---|"]

@@ -35,6 +35,7 @@ string when its text is one block (a list of text parts when several, null when 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from proxy.types import JSONObject, Message
@@ -69,19 +70,21 @@ class ChatRequest:
         return int(value) if isinstance(value, int) else 0
 
 
+_MARKS = re.compile(
+    rb'"(?:thinking_blocks|is_error|reasoning_content|cache_control)"|"type":\s*"(?:document|thinking|redacted_thinking)"'
+)
+
+
 def has_marks(messages_json: bytes) -> bool:
-    """Whether serialized messages may hold a mark (a cheap scan; `strip_marks` then decides)."""
-    return (
-        b'"thinking_blocks"' in messages_json
-        or b'"is_error"' in messages_json
-        or (b'"reasoning_content"' in messages_json)
-    )
+    """Whether serialized messages may hold a mark, in one scan: the request's own, or a
+    journaled turn's that another door made (`strip_marks` then decides)."""
+    return _MARKS.search(messages_json) is not None
 
 
-def strip_marks(messages: list[Message], *, parts: bool) -> list[Message]:
-    """The messages as an OpenAI-compatible upstream takes them: message marks dropped, and
-    with `parts`, `cache_control` (on parts and tool calls) and Anthropic-only parts too (a
-    message left with no part gets an empty text)."""
+def strip_marks(messages: list[Message]) -> list[Message]:
+    """The messages as an OpenAI-compatible upstream takes them: message marks, `cache_control`
+    (on parts and tool calls) and Anthropic-only parts dropped (a message left with no part
+    gets an empty text)."""
     out = []
     for message in messages:
         if not isinstance(message, dict):
@@ -90,11 +93,11 @@ def strip_marks(messages: list[Message], *, parts: bool) -> list[Message]:
         if any(mark in message for mark in MESSAGE_MARKS):
             message = {k: v for k, v in message.items() if k not in MESSAGE_MARKS}
         content = message.get("content")
-        if parts and isinstance(content, list):
+        if isinstance(content, list):
             kept = [uncached(p) for p in content if not (isinstance(p, dict) and p.get("type") in _FOREIGN_PARTS)]
             message = {**message, "content": kept or ""}
         calls = message.get("tool_calls")
-        if parts and isinstance(calls, list):
+        if isinstance(calls, list):
             message = {**message, "tool_calls": [uncached(call) for call in calls]}
         out.append(message)
     return out

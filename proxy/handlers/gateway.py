@@ -25,7 +25,7 @@ _GUARDED = ("/v1/", "/s/")
 _TURN_ROUTES = frozenset(
     prefix + path
     for prefix in ("", "/s/{session}")
-    for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages")
+    for path in ("/v1/chat/completions", "/v1/responses", "/v1/responses/compact", "/v1/messages")
 )
 
 

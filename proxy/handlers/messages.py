@@ -12,7 +12,6 @@ everything with `X-Context-Strategy: off`. Errors on these routes are in Anthrop
 
 from __future__ import annotations
 
-import orjson
 from aiohttp import web
 
 from proxy.app_state import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
@@ -24,7 +23,7 @@ from proxy.doors.messages import MessagesDoor
 from proxy.errors import BadRequest
 from proxy.handlers.gateway import admit, check_model, gate
 from proxy.handlers.relay import relay_turn, relay_unmanaged
-from proxy.handlers.request import read_body
+from proxy.handlers.request import parse_json, read_body
 from proxy.sessions import Identity, message_hash, requested_session
 from proxy.sessions.identity import validate_session_id
 from proxy.sessions.reconcile import split_leading
@@ -38,17 +37,17 @@ from proxy.types import Message
 async def create_message(request: web.Request) -> web.StreamResponse:
     settings, turns = request.app[SETTINGS], request.app[TURNS]
     raw = await read_body(request, settings.server.max_body_bytes)
-    call = parse_request(_json(raw))
+    call = parse_request(parse_json(raw))
     request[ROUTE_MODEL] = call.model
     check_model(request, call.model)
     chat = ChatRequest(call.chat_body, raw, call.model, call.chat_body["messages"], call.stream, False, marked=True)
-    door = MessagesDoor(model=call.model, input_tokens=0)
     spec = turns.deps.strategies.spec_for(call.model, request.headers.get(STRATEGY_HEADER))
     if spec is None or side_request(call) is not None:
         await _admit_unmanaged(request, chat)
         answer = await send_as_is(
             turns.deps.routes.client_for(chat.model), chat, _caller(request, None), settings=settings
         )
+        door = MessagesDoor(model=call.model, input_tokens=0)
         return await relay_unmanaged(request, answer, door, stream=chat.stream)
     turn = await turns.begin(chat, _caller(request, _session(request, call)), spec)
     door = MessagesDoor(model=call.model, input_tokens=turn.sent_tokens)
@@ -64,7 +63,7 @@ async def count_tokens(request: web.Request) -> web.Response:
     input the request adds to it, as `_managed_messages` composes it. A compaction the next
     turn would run first is not anticipated."""
     settings, deps = request.app[SETTINGS], request.app[TURNS].deps
-    call = parse_request(_json(await read_body(request, settings.server.max_body_bytes)), count_tokens=True)
+    call = parse_request(parse_json(await read_body(request, settings.server.max_body_bytes)), count_tokens=True)
     request[ROUTE_MODEL] = call.model
     check_model(request, call.model)
     encoder = await deps.tokens.encoder_for(call.model)
@@ -94,13 +93,6 @@ async def _managed_messages(request: web.Request, call: MessagesCall, encoder: E
         tokens = await deps.tokens.count_messages(encoder, leading)
         history = history.with_leading(leading, tokens, [message_hash(m) for m in leading])
     return compose_messages(history, sent_input(conversation.reconciled.new_input, deps.settings.context))
-
-
-def _json(raw: bytes) -> object:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
 
 
 def _session(request: web.Request, call: MessagesCall) -> str | None:

@@ -31,7 +31,7 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     if model is not None:
         request[ROUTE_MODEL] = model
     elif raw is not None and settings.routes:  # refused if its encoding is what hides its model
-        decode_body(raw, request.headers.get("Content-Encoding"), int(settings.server.max_body_mb * 1024 * 1024))
+        decode_body(raw, request.headers.get("Content-Encoding"), settings.server.max_body_bytes)
     upstream = request.app[ROUTES].client_for(model)
     headers = upstream.headers_for(
         request.headers,

@@ -172,7 +172,11 @@ class StreamRelay:
             return await self._end_with_error(request, response, exc)
         if cut is not None:
             return await self._end_with_error(request, response, cut)
-        await response.write(await self.writer.end(outcome))
+        try:
+            end = await self.writer.end(outcome)
+        except ProxyError as exc:  # the door could not keep what it answers with (a stored response)
+            return await self._end_with_error(request, response, exc)
+        await response.write(end)
         await response.write_eof()
         return response
 
@@ -184,8 +188,10 @@ class StreamRelay:
         except ProxyError as exc:
             await record(Outcome(ended_by(exc), error={"status": exc.status, "message": exc.message}))
             return _error_response(request, exc, self.door)
-        if outcome.status == "completed":
-            outcome = Outcome("failed", error={"status": answer.status, "message": "expected an event stream"})
+        if outcome.status == "completed":  # a whole answer where a stream was asked for
+            unasked = UpstreamUnavailable("the upstream answered without the event stream asked for")
+            await record(Outcome("failed", error={"status": unasked.status, "message": unasked.message}))
+            return _error_response(request, unasked, self.door)
         await record(outcome)
         if answer.status >= 400:
             body = self.door.error_body(answer.status, body)

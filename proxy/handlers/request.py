@@ -32,17 +32,29 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     return decode_body(raw, request.headers.get("Content-Encoding"), limit)
 
 
-def parse_chat_request(raw: bytes) -> ChatRequest:
+_WRITABLE_DEPTH = 254
+"""orjson reads 1024 levels of nesting but writes only 254: a body nested deeper cannot be sent on."""
+
+
+def parse_json(raw: bytes) -> Any:
+    """A request body as JSON, for every door: bad JSON, or JSON nested too deeply to send on,
+    is a 400 (the nesting is checked only when the body has enough brackets to reach it)."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise BadRequest(f"request body is not valid JSON: {exc}", code="invalid_json") from exc
+    if raw.count(b"[") + raw.count(b"{") > _WRITABLE_DEPTH:
+        try:
+            orjson.dumps(body)
+        except orjson.JSONEncodeError as exc:
+            raise BadRequest(f"request body is nested too deeply to forward: {exc}", code="invalid_json") from exc
+    return body
+
+
+def parse_chat_request(raw: bytes) -> ChatRequest:
+    body = parse_json(raw)
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object", code="invalid_type")
-    try:  # orjson reads 1024 levels of nesting but writes only 254: anything between cannot be sent on
-        orjson.dumps(body)
-    except orjson.JSONEncodeError as exc:
-        raise BadRequest(f"request body is nested too deeply to forward: {exc}", code="invalid_json") from exc
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' must be a non-empty string", param="model", code="invalid_type")

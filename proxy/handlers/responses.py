@@ -52,7 +52,7 @@ from proxy.errors import BadRequest, NotFound, UpstreamUnavailable
 from proxy.handlers.gateway import admit, check_model, gate
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.relay import relay_turn
-from proxy.handlers.request import read_body
+from proxy.handlers.request import parse_json, read_body
 from proxy.sessions import Turn, message_hash, requested_session
 from proxy.sessions.identity import validate_session_id
 from proxy.store.responses import ResponseStore, StoredCompaction, StoredConversation, StoredResponse
@@ -95,19 +95,8 @@ def _new_id(prefix: str) -> str:
 
 async def _json(request: web.Request) -> object:
     """The body as JSON (None when empty); bad JSON, or JSON nested too deep to send on, is a 400."""
-    raw = await read_body(request, int(request.app[SETTINGS].server.max_body_mb * 1024 * 1024))
-    return _parsed(raw) if raw.strip() else None
-
-
-def _parsed(raw: bytes) -> object:
-    try:
-        body = orjson.loads(raw)
-        orjson.dumps(body)  # orjson reads 1024 levels of nesting but writes only 254
-    except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"We could not parse the JSON body of your request: {exc}", code="invalid_json") from exc
-    except orjson.JSONEncodeError as exc:
-        raise BadRequest(f"request body is nested too deeply to forward: {exc}", code="invalid_json") from exc
-    return body
+    raw = await read_body(request, request.app[SETTINGS].server.max_body_bytes)
+    return parse_json(raw) if raw.strip() else None
 
 
 # POST /v1/responses
@@ -119,7 +108,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     strategy = request.headers.get(STRATEGY_HEADER)
     if turns.deps.strategies.spec_for("", strategy) is None:
         return await _pass_through(request, raw, RESPONSES_PATH)
-    call = parse_request(_parsed(raw))
+    call = parse_request(parse_json(raw))
     request[ROUTE_MODEL] = call.model
     check_model(request, call.model)
     spec = ("full",) if call.truncation == "disabled" else turns.deps.strategies.spec_for(call.model, strategy)
@@ -235,7 +224,7 @@ async def _restored(
 
 async def _pass_through(request: web.Request, raw: bytes, path: str) -> web.StreamResponse:
     """`X-Context-Strategy: off`: the body goes upstream as the client sent it; nothing is journaled or stored."""
-    body = _parsed(raw)
+    body = parse_json(raw)
     model = body.get("model") if isinstance(body, dict) else None
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' must be a non-empty string", param="model", code="invalid_type")
@@ -264,11 +253,11 @@ async def compact(request: web.Request) -> web.StreamResponse:
     rest comes back verbatim. Nothing is journaled: the session's own window is untouched, and the
     next request that sends these items back is reconciled as any other."""
     turns = request.app[TURNS]
-    raw = await read_body(request, int(request.app[SETTINGS].server.max_body_mb * 1024 * 1024))
+    raw = await read_body(request, request.app[SETTINGS].server.max_body_bytes)
     spec = turns.deps.strategies.spec_for("", request.headers.get(STRATEGY_HEADER))
     if spec is None:
         return await _pass_through(request, raw, COMPACT_PATH)
-    call = parse_compact(_parsed(raw))
+    call = parse_compact(parse_json(raw))
     request[ROUTE_MODEL] = call.model
     check_model(request, call.model)
     tenant, store = request[PRINCIPAL].tenant, request.app[RESPONSES]

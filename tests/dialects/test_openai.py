@@ -1,5 +1,6 @@
-"""The OpenAI dialect: a marked request (one that came through the Messages door) loses Anthropic's
-`cache_control` on parts, tool calls and tools; an unmarked one (the chat door) keeps what it sent."""
+"""The OpenAI dialect: no message an OpenAI-compatible upstream gets carries Anthropic's marks (a
+session may hold turns the Messages door journaled with them); a marked request (one that came
+through the Messages door) loses `cache_control` on its tools too, an unmarked one keeps its tools."""
 
 from __future__ import annotations
 
@@ -35,7 +36,16 @@ def test_a_marked_request_loses_every_cache_control() -> None:
     assert "is_error" not in out["messages"][2]
 
 
-def test_an_unmarked_request_keeps_its_own_fields_but_no_message_marks() -> None:
+def test_an_unmarked_request_keeps_its_tools_but_no_message_marks() -> None:
     out = sent(marked=False)
-    assert out["messages"][0] == MESSAGES[0] and out["messages"][1] == MESSAGES[1] and out["tools"] == [TOOL]
+    assert out["tools"] == [TOOL]
+    assert out["messages"][0] == {"role": "user", "content": [{"type": "text", "text": "go"}]}
+    assert out["messages"][1]["tool_calls"] == [{k: v for k, v in CALL.items() if k != "cache_control"}]
     assert "is_error" not in out["messages"][2]
+
+
+def test_a_messages_turn_in_the_history_reaches_a_chat_request_unmarked() -> None:
+    history = [{"role": "user", "content": [{"type": "document", "source": {}}, {"type": "text", "text": "hi"}]}]
+    chat = ChatRequest({"model": "m", "messages": history}, b"", "m", history, False, False)
+    out = orjson.loads(OpenAIChat().request(chat, orjson.dumps(history), default_max_tokens=1).body)
+    assert out["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
