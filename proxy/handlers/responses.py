@@ -146,11 +146,9 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         assert outcome.output is not None  # a completed turn has its answer
         stored = StoredResponse(turn.session, turn.seq, conversation, len(prior), outcome.output, response)
         await store.save_response(tenant, response_id, stored)
-        if call.conversation is not None:
-            record = await store.conversation(tenant, call.conversation)
-            if record is not None:  # items added or deleted meanwhile stay so
-                added = [*conversation[len(prior) :], outcome.output]
-                await store.save_conversation(tenant, call.conversation, record.extended(added))
+        if call.conversation is not None:  # items added or deleted meanwhile stay so
+            added = [*conversation[len(prior) :], outcome.output]
+            await store.update_conversation(tenant, call.conversation, lambda record: record.extended(added))
 
     door = ResponsesDoor(call, response_id=response_id, created_at=int(time.time()), keep=keep)
     response = await relay_turn(request, turn, door)
@@ -407,9 +405,9 @@ async def get_conversation(request: web.Request) -> web.Response:
 async def update_conversation(request: web.Request) -> web.Response:
     metadata = parse_conversation_update(await _json(request))
     store, tenant, conversation_id = request.app[RESPONSES], request[PRINCIPAL].tenant, request.match_info["id"]
-    record = await _conversation(store, tenant, conversation_id, param="id")
-    record = replace(record, metadata=metadata)
-    await store.save_conversation(tenant, conversation_id, record)
+    record = await store.update_conversation(tenant, conversation_id, lambda record: replace(record, metadata=metadata))
+    if record is None:
+        raise NotFound(f"Conversation with id '{conversation_id}' not found.", param="id")
     return web.json_response(conversation_object(conversation_id, created_at=record.created_at, metadata=metadata))
 
 
@@ -433,10 +431,12 @@ def _items_of(record: StoredConversation, conversation_id: str) -> list[JSONObje
 async def add_conversation_items(request: web.Request) -> web.Response:
     added = parse_conversation_items(await _json(request))
     store, tenant, conversation_id = request.app[RESPONSES], request[PRINCIPAL].tenant, request.match_info["id"]
-    record = await _conversation(store, tenant, conversation_id, param="id")
-    updated = record.extended(added)
-    await store.save_conversation(tenant, conversation_id, updated)
-    items = input_items_of(added, response_id=conversation_id, numbers=updated.numbers[len(record.numbers) :])
+    updated = await store.update_conversation(tenant, conversation_id, lambda record: record.extended(added))
+    if updated is None:
+        raise NotFound(f"Conversation with id '{conversation_id}' not found.", param="id")
+    items = input_items_of(
+        added, response_id=conversation_id, numbers=updated.numbers[len(updated.numbers) - len(added) :]
+    )
     return web.json_response(item_list(items, limit=100, after=None, order="asc"), dumps=_dumps)
 
 
@@ -454,13 +454,17 @@ async def delete_conversation_item(request: web.Request) -> web.Response:
     """The conversation less that item (OpenAI answers with the conversation object); the next
     response made in it continues the conversation as it is now (a branch in its journal)."""
     store, tenant, conversation_id = request.app[RESPONSES], request[PRINCIPAL].tenant, request.match_info["id"]
-    record = await _conversation(store, tenant, conversation_id, param="conversation_id")
     item_id = request.match_info["item_id"]
-    remaining = without_item(record.messages, record.numbers, item_id, response_id=conversation_id)
-    if remaining is None:
-        raise NotFound(f"Item with id '{item_id}' not found.", param="item_id")
-    messages, numbers = remaining
-    await store.save_conversation(tenant, conversation_id, replace(record, messages=messages, numbers=numbers))
+
+    def without(record: StoredConversation) -> StoredConversation:
+        remaining = without_item(record.messages, record.numbers, item_id, response_id=conversation_id)
+        if remaining is None:
+            raise NotFound(f"Item with id '{item_id}' not found.", param="item_id")
+        return replace(record, messages=remaining[0], numbers=remaining[1])
+
+    record = await store.update_conversation(tenant, conversation_id, without)
+    if record is None:
+        raise NotFound(f"Conversation with id '{conversation_id}' not found.", param="conversation_id")
     return web.json_response(
         conversation_object(conversation_id, created_at=record.created_at, metadata=record.metadata)
     )

@@ -11,15 +11,19 @@ replaced. Each is one JSON string under the caller's tenant, expiring with the s
 - `cp:conv:<tenant>:<conversation id>`
 - `cp:cmp:<tenant>:<encrypted_content>` (a random reference: another tenant's lookup finds nothing)
 
-Every call is one command on one key, so no hash tag is needed on a cluster.
+Every call is one command on one key, so no hash tag is needed on a cluster; a conversation
+is changed under WATCH on its key (`update_conversation`), so concurrent changes all land.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 import orjson
+from redis.exceptions import WatchError
 
+from proxy.errors import Conflict
 from proxy.store.connection import Client, mapped
 from proxy.store.names import PREFIX
 from proxy.store.redis_store import Store
@@ -91,6 +95,9 @@ class StoredConversation:
         )
 
 
+_UPDATE_TRIES = 20
+
+
 def _client(store: Store) -> Client:
     """The store's connection pool (as `GatewayStore` shares it)."""
     return store._redis
@@ -124,6 +131,30 @@ class ResponseStore:
             await self._redis.set(
                 conversation_key(tenant, conversation_id), orjson.dumps(asdict(conversation)), ex=self._ttl_s
             )
+
+    async def update_conversation(
+        self, tenant: str, conversation_id: str, change: Callable[[StoredConversation], StoredConversation]
+    ) -> StoredConversation | None:
+        """`change` applied to the stored conversation atomically (WATCH/MULTI, tried again when
+        another request changed it meanwhile, so concurrent responses and item edits all land);
+        None when there is no such conversation."""
+        key = conversation_key(tenant, conversation_id)
+        for _ in range(_UPDATE_TRIES):
+            with mapped():
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    try:
+                        await pipe.watch(key)
+                        raw = await pipe.get(key)
+                        if raw is None:
+                            return None
+                        changed = change(StoredConversation(**orjson.loads(raw)))
+                        pipe.multi()  # type: ignore[no-untyped-call]
+                        pipe.set(key, orjson.dumps(asdict(changed)), ex=self._ttl_s)
+                        await pipe.execute()
+                        return changed
+                    except WatchError:
+                        continue
+        raise Conflict(f"conversation {conversation_id!r} kept changing; try again")
 
     async def conversation(self, tenant: str, conversation_id: str) -> StoredConversation | None:
         with mapped():

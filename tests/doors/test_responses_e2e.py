@@ -507,3 +507,15 @@ async def test_a_long_chain_is_compacted_and_usage_is_the_upstreams(start_proxy:
     assert sent[-1]["content"].startswith("turn 23:") and len(sent) < 2 * 24
     journal = await _journal(proxy, session)
     assert len(journal["turns"]) == 24
+
+
+async def test_concurrent_changes_to_a_conversation_all_land(proxy: Proxy) -> None:
+    client = proxy.client()
+    conversation = await client.conversations.create()
+    await asyncio.gather(
+        *(client.responses.create(model="gpt-4o-mini", input=f"q{n}", conversation=conversation.id) for n in range(5)),
+        *(client.conversations.items.create(conversation.id, items=[{"role": "user", "content": f"note {n}"}])
+          for n in range(3)),
+    )  # fmt: skip
+    items = await client.conversations.items.list(conversation.id, limit=100)
+    assert len(items.data) == 5 * 2 + 3, "every response's input and answer, and every added item"
