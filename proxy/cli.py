@@ -1,4 +1,4 @@
-"""Command line: `serve`, and the operators' `sessions` and `keys` commands against the configured Redis."""
+"""Command line: `serve`, and the operators' `sessions`, `keys` and `report` commands against the configured Redis."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from proxy.events import EventBus
 from proxy.gateway import Gateway
 from proxy.serving import run_app
 from proxy.session_api.clear import clear_context
+from proxy.session_api.report import Report, Scope, report_table, since_seconds
 from proxy.session_api.view import session_view
 from proxy.sessions import Identity, tenant_of
 from proxy.store import EmbeddedRedis, EmbeddedServerError, SessionKeys, Store, running_server_url
@@ -58,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
         who.add_argument("--tenant", help="tenant hash, as `sessions list` prints it")
         who.add_argument("--api-key", help="the client's API key (hashed, never stored)")
     _add_keys_parser(commands)
+    report = commands.add_parser("report", help="tokens and money saved, by key (tenant) and model")
+    report.add_argument("--config", dest="sub_config", help=argparse.SUPPRESS)
+    report.add_argument("--since", default="7d", help="turns created in the last 7d, 24h, 90m (default 7d)")
+    report.add_argument("--key", help="one gateway key (tenant) only")
     return parser
 
 
@@ -90,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
         if args.command == "keys":
             return asyncio.run(_keys(settings, args))
+        if args.command == "report":
+            return asyncio.run(_report(settings, args))
         return asyncio.run(_sessions(settings, args))
     except BrokenPipeError:
         # the reader left (`sessions list | head`): stop quietly, and let the exit flush go nowhere
@@ -167,6 +175,24 @@ def _print_keys(rows: list[dict[str, Any]]) -> None:
         )
 
 
+async def _report(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        since = time.time() - since_seconds(args.since)
+    except ValueError as exc:
+        print(f"context-proxy: {exc}", file=sys.stderr)
+        return 2
+    report = Report(Scope(since, args.key), settings.context.price_for)
+    async with _store(settings) as store:
+        async for tenant, session, used in store.iter_sessions():
+            if used < since or (args.key is not None and tenant != args.key):
+                continue  # a session last used before the period has no turn in it
+            dump = await store.read_session(SessionKeys(tenant, session))
+            if dump is not None:
+                report.add(tenant, dump)
+    print("\n".join(report_table(report.rows)))
+    return 0
+
+
 async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
     async with _store(settings) as store:
         if args.action == "list":
@@ -198,7 +224,7 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
         if dump is None:
             print(f"context-proxy: no session {keys.session}", file=sys.stderr)
             return 1
-        view = session_view(keys.session, dump)
+        view = session_view(keys.session, dump, settings.context.price_for)
         if args.action == "export":
             sys.stdout.write(orjson.dumps(view, option=orjson.OPT_INDENT_2).decode() + "\n")
             return 0

@@ -23,6 +23,7 @@ from proxy.config.checks import (
     worker_count,
 )
 from proxy.config.loading import config_file, expand_env, load_settings, settings_from_mapping, with_overrides
+from proxy.config.prices import DEFAULT_PRICES, PriceSettings
 from proxy.config.settings import (
     ClearTarget,
     CompactSettings,
@@ -45,6 +46,7 @@ from proxy.config.settings import (
 __all__ = [
     "BUDGET_PERIODS",
     "CLEAR_TARGETS",
+    "DEFAULT_PRICES",
     "HANDOFF_PROMPT",
     "KEY_NAME",
     "LOG_FORMATS",
@@ -61,6 +63,7 @@ __all__ = [
     "HandoffSettings",
     "HookSettings",
     "ModelSettings",
+    "PriceSettings",
     "RedisSettings",
     "RouteSettings",
     "ServerSettings",

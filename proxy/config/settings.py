@@ -19,6 +19,7 @@ from proxy.config.checks import (
     key_name_problem,
     worker_count,
 )
+from proxy.config.prices import DEFAULT_PRICES, PriceSettings
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ class ModelSettings:
     """Models to try, in order, when this one's upstream fails before anything was relayed."""
     max_tokens: int | None = checks.checked(checks.positive, None)
     """The `max_tokens` an Anthropic upstream is sent when the request sets none (it requires one)."""
+    price: PriceSettings | None = None
+    """US dollars per million tokens (`prices.py`); None: the default table's, if it has the model."""
 
 
 DEFAULT_MAX_TOKENS = 4096
@@ -191,6 +194,10 @@ class ContextSettings:
 
     def handoff_for(self, model: str) -> HandoffSettings | None:
         return self.for_model(model).handoff or self.handoff
+
+    def price_for(self, model: str) -> PriceSettings | None:
+        """The model's configured price, else the default table's, else None (no cost figures)."""
+        return self.for_model(model).price or DEFAULT_PRICES.get(model)
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,10 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from proxy import tracing
-from proxy.app_state import METRICS, REQUEST_ID, ROUTE_MODEL, TURN_FACTS
+from proxy.app_state import GATEWAY, METRICS, PRINCIPAL, REQUEST_ID, ROUTE_MODEL, TURN_FACTS
 from proxy.handlers.request_keys import PROXY_ERROR
 from proxy.logs import Fields, short_tenant
+from proxy.turn.facts import TurnFacts
 
 access_log = logging.getLogger("context_proxy.access")
 log = logging.getLogger("context_proxy")
@@ -80,10 +81,15 @@ def _account(
     if facts is not None:
         if facts.prompt_tokens is not None or facts.completion_tokens is not None:
             metrics.tokens(model, prompt=facts.prompt_tokens or 0, completion=facts.completion_tokens or 0)
+        _count_savings(request, model, facts)
         fields.update(
             session=facts.session,
             tenant=short_tenant(facts.tenant),
             tokens_sent=facts.sent_tokens,
+            client_tokens=facts.client_tokens,
+            saved_tokens=facts.saved_tokens,
+            cost_usd=_dollars(facts.costs[0]) if facts.costs else None,
+            saved_cost_usd=_dollars(facts.costs[1]) if facts.costs else None,
             prompt_tokens=facts.prompt_tokens,
             completion_tokens=facts.completion_tokens,
             strategy=facts.strategy,
@@ -101,3 +107,17 @@ def _account(
     span.set("gen_ai.request.model", model or None)
     if access_log.isEnabledFor(logging.INFO):
         access_log.info(Fields("access", fields))
+
+
+def _count_savings(request: web.Request, model: str, facts: TurnFacts) -> None:
+    """A managed turn's client and saved tokens, by model and (for a gateway key) by key."""
+    client, saved, costs = facts.client_tokens, facts.saved_tokens, facts.costs
+    request.app[METRICS].savings(model, client=client, saved=saved, costs=costs)
+    principal = request.get(PRINCIPAL)
+    if principal is not None and principal.key is not None:
+        request.app[GATEWAY].metrics.savings(principal.key.name, client=client, saved=saved, costs=costs)
+
+
+def _dollars(value: float) -> float:
+    """US dollars as the access line shows them: to a millionth of a dollar."""
+    return round(value, 6)

@@ -60,7 +60,7 @@ class SessionAPI:
         dump = await self._store.read_session(SessionKeys(identity.tenant, identity.session))
         if dump is None:
             raise SessionNotFound(f"no session {identity.session!r} for this API key")
-        return session_view(identity.session, dump)
+        return session_view(identity.session, dump, self._settings.context.price_for)
 
     async def next_context(self, identity: Identity, model: str) -> JSONObject:
         """Exactly the messages the next request would send before its new input."""

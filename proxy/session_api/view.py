@@ -1,10 +1,11 @@
-"""The journal as the session API and the CLI show it: turns, branches, windows."""
+"""The journal as the session API and the CLI show it: turns, branches, windows, savings."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from proxy.context.window import FIRST_WINDOW
+from proxy.session_api.savings import Prices, Savings, saved_tokens
 from proxy.store import SessionDump
 from proxy.store.feedback import feedback_by_turn
 from proxy.types import JSONObject
@@ -17,6 +18,9 @@ _RECORD_FIELDS = (
     "output",
     "usage",
     "context_tokens",
+    "client_tokens",
+    "cost_usd",
+    "saved_cost_usd",
     "error",
     "request_id",
     "window",
@@ -25,7 +29,8 @@ _RECORD_FIELDS = (
 )
 
 
-def session_view(session: str, dump: SessionDump) -> JSONObject:
+def session_view(session: str, dump: SessionDump, prices: Prices) -> JSONObject:
+    """The journal as shown; `prices` prices the summarizer calls in the savings totals."""
     meta = dump.meta
     completed = {t.seq for t in dump.turns if t.record.get("status") == "completed"}
     parents = {t.parent for t in dump.turns if t.seq in completed}
@@ -49,6 +54,7 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
             "door": t.record.get("door") or "chat",
             "imported": bool(t.record.get("imported")),
             "tokens": sum(t.record.get("tokens") or ()),
+            "saved_tokens": saved_tokens(t.record),
             "created": t.record.get("created"),
             "finished": t.record.get("finished"),
             "feedback": feedback.get(t.seq, []),
@@ -82,5 +88,6 @@ def session_view(session: str, dump: SessionDump) -> JSONObject:
             "completed": len(completed),
             "prompt_tokens": sum(((t.record.get("usage") or {}).get("prompt_tokens") or 0) for t in dump.turns),
             "completion_tokens": sum(((t.record.get("usage") or {}).get("completion_tokens") or 0) for t in dump.turns),
+            **Savings().add((t.record for t in dump.turns), dump.events, prices).as_json(),
         },
     }

@@ -33,6 +33,9 @@ class Turn:
     tokens: tuple[int, ...]
     system: tuple[Message, ...] | None = None
     system_tokens: tuple[int, ...] = ()
+    path_tokens: int | None = None
+    """The tokens of the conversation through this turn's end, as a full-history client resends
+    it (its path's messages, no system block); None for a turn journaled before it was kept."""
 
     @property
     def completed(self) -> bool:
@@ -53,12 +56,14 @@ class Turn:
             message["role"] = sys.intern(message["role"])
         if output:
             output["role"] = sys.intern(output["role"])
-        system = record.get("system")
+        system, path_tokens = record.get("system"), record.get("path_tokens")
         if system is None:  # most turns: the session's block is unchanged
-            return cls(seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())))
+            return cls(
+                seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())), path_tokens=path_tokens
+            )  # fmt: skip
         return cls(
             seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())),
-            tuple(system), tuple(record.get("system_tokens") or ()),
+            tuple(system), tuple(record.get("system_tokens") or ()), path_tokens,
         )  # fmt: skip
 
 
@@ -85,6 +90,10 @@ class TurnDraft:
     """The client API the turn came through (`proxy/doors/`)."""
     door_id: str | None = None
     """The id that API gave the answer (a Responses API response's `resp_...`)."""
+    path_tokens: int | None = None
+    """`Turn.path_tokens` before the output: the path through the parent plus this input."""
+    client_tokens: int | None = None
+    """The prompt tokens the client's request would have cost as it sent it (the savings figures)."""
 
     def record(
         self,
@@ -122,4 +131,13 @@ class TurnDraft:
             **({"imported": True} if self.imported else {}),
             **({"door": self.door} if self.door != "chat" else {}),
             **({"door_id": self.door_id} if self.door_id else {}),
+            **self._counted(output_tokens if output is not None and output_hash is not None else 0),
         }
+
+    def _counted(self, output_tokens: int) -> JSONObject:
+        counted: JSONObject = {}
+        if self.path_tokens is not None:
+            counted["path_tokens"] = self.path_tokens + output_tokens
+        if self.client_tokens is not None:
+            counted["client_tokens"] = self.client_tokens
+        return counted

@@ -22,11 +22,20 @@ class TurnFacts:
     """The journal status: completed, failed, interrupted."""
     sent_tokens: int
     """The prompt tokens the proxy sent, by its own count."""
+    client_tokens: int
+    """The prompt tokens the client's request would have cost as it sent it, by the same count."""
+    costs: tuple[float, float] | None
+    """(cost as sent, cost saved) in US dollars; None without a usage or a price (`context/cost.py`)."""
     prompt_tokens: int | None
     completion_tokens: int | None
     compaction: str
     """What fitting under budget did: none, compacted, failed, deferred, or skipped."""
     upstream_s: float
+
+    @property
+    def saved_tokens(self) -> int:
+        """What composing saved: negative for a delta client (the history the proxy supplied)."""
+        return self.client_tokens - self.sent_tokens
 
     @staticmethod
     def usage_of(usage: JSONObject | None) -> tuple[int | None, int | None]:

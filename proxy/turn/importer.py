@@ -22,6 +22,7 @@ from proxy.sessions import Turn, TurnDraft
 from proxy.sessions.imported import Exchange, earlier_exchanges
 from proxy.turn.conversation import Conversation
 from proxy.turn.plan import TurnDeps
+from proxy.turn.savings import path_through
 from proxy.types import JSONObject
 
 
@@ -35,7 +36,18 @@ async def import_exchanges(
     if not exchanges:
         return conversation
     tokens = await deps.tokens.count_messages(encoder, reconciled.new_input[: exchanges[-1].end + 1])
-    records = [_record(conversation, exchange, tokens, encoder, request_id) for exchange in exchanges]
+    base = path_through(conversation.history, reconciled.parent, from_root=reconciled.from_root)
+    records = [
+        _record(
+            conversation,
+            exchange,
+            tokens,
+            encoder,
+            request_id,
+            None if base is None else base + sum(tokens[: exchange.end]),
+        )
+        for exchange in exchanges
+    ]
     turns: list[Turn] = []
 
     async def write() -> None:
@@ -67,8 +79,14 @@ async def import_exchanges(
 
 
 def _record(
-    conversation: Conversation, exchange: Exchange, tokens: list[int], encoder: Encoder, request_id: str
+    conversation: Conversation,
+    exchange: Exchange,
+    tokens: list[int],
+    encoder: Encoder,
+    request_id: str,
+    path_tokens: int | None,
 ) -> JSONObject:
+    """An imported turn's record; `path_tokens` is the path through the parent plus its input."""
     messages, hashes = conversation.reconciled.new_input, conversation.reconciled.new_hashes
     start, end = exchange.start, exchange.end
     draft = TurnDraft(
@@ -82,6 +100,7 @@ def _record(
         stream=False,
         context_tokens=0,
         imported=True,
+        path_tokens=path_tokens,
     )
     return draft.record(
         status="completed", output=messages[end], output_tokens=tokens[end], output_hash=hashes[end], usage=None,

@@ -21,6 +21,7 @@ from proxy.turn.builder import Builders
 from proxy.turn.conversation import Conversation
 from proxy.turn.paths import PathCache
 from proxy.turn.pending import PendingWrites
+from proxy.turn.savings import ClientCount
 from proxy.turn.windows import ModelWindows
 from proxy.types import Message
 from proxy.upstream import Routes
@@ -86,3 +87,5 @@ class Plan:
     """The request's own leading block and its token counts, when it differs from the session's."""
     forced: bool
     """The model asked for a new context (`new_context`): compact whatever the budget says."""
+    client: ClientCount
+    """The request's prompt as the client sent it (the savings figures, `savings.py`)."""

@@ -17,6 +17,7 @@ turn before (a regenerated answer), which only the unextended path reaches cheap
 from __future__ import annotations
 
 from proxy import tracing
+from proxy.context.cost import turn_costs
 from proxy.context.tokens import count_message
 from proxy.context_tools.rounds import ToolRounds
 from proxy.gateway import Admission, settle
@@ -52,11 +53,14 @@ class TurnRecorder:
         self._keep = plan.caller.keep
         self._rounds = rounds
         self._admission = admission
+        self._price = deps.settings.context.price_for(draft.model)
         self._recorded = False
         self.outcome: Outcome | None = None
         """The outcome the turn was journaled with, once it was."""
         self.seq: int | None = None
         """The turn's number in the journal, once it is written."""
+        self.costs: tuple[float, float] | None = None
+        """(cost as sent, cost saved) in US dollars, once recorded with a usage and a price."""
 
     async def record(self, outcome: Outcome) -> None:
         """Journal the turn with this outcome; later calls do nothing."""
@@ -78,6 +82,10 @@ class TurnRecorder:
             usage=outcome.usage,
             error=outcome.error,
         )
+        if draft.client_tokens is not None and self._sent_tokens:
+            self.costs = turn_costs(self._price, outcome.usage, draft.client_tokens - self._sent_tokens)
+        if self.costs is not None:
+            record["cost_usd"], record["saved_cost_usd"] = self.costs
         usage = outcome.usage
         if self._rounds is not None:
             if self._rounds.rounds:

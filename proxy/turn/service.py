@@ -43,6 +43,7 @@ from proxy.turn.importer import import_exchanges
 from proxy.turn.outcome import Outcome
 from proxy.turn.plan import Caller, Plan, TurnDeps
 from proxy.turn.projection import sent_history, sent_input
+from proxy.turn.savings import count_client
 from proxy.types import Message
 from proxy.upstream import Answer
 
@@ -62,6 +63,8 @@ class TurnService:
         encoder = await d.tokens.encoder_for(chat.model)
         conversation = await import_exchanges(d, conversation, encoder, request_id=caller.request_id, keep=caller.keep)
         conversation, system = await self._with_request_system(conversation, leading, encoder, own=chat.own_system)
+        new_tokens = await d.tokens.count_messages(encoder, conversation.reconciled.new_input)
+        client = await count_client(d.tokens, encoder, conversation, (leading, messages, chat.body), new_tokens)
         api = d.routes.client_for(chat.model).api
         strategy = on_route(d.strategies.build(spec, chat.model), api, d.settings.context.server)
         params = server_params(strategy)
@@ -73,7 +76,7 @@ class TurnService:
             caller=caller,
             conversation=conversation,
             encoder=encoder,
-            new_tokens=await d.tokens.count_messages(encoder, conversation.reconciled.new_input),
+            new_tokens=new_tokens,
             overhead=self._tools.overhead(chat, encoder, window_id),
             strategy=strategy,
             summarizer=self._summarizer(chat.model, caller),
@@ -82,6 +85,7 @@ class TurnService:
             ),
             system=system,
             forced=await self._tools.forced(chat.model, conversation.keys, window_id),
+            client=client,
         )
         plan, fitted, budget = await self._fit_under_budget(plan)
         admission = await caller.gate(fitted.tokens + sum(plan.new_tokens) + plan.overhead + chat.max_output_tokens)

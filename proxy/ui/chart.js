@@ -1,5 +1,6 @@
 // Prompt tokens per turn against the model's window and the compaction trigger: the
-// sawtooth of a window filling up and being compacted. Plain SVG, drawn here.
+// sawtooth of a window filling up and being compacted, under the line of the client's own
+// prompt (what it sent; the gap to the proxy's count is what composing saved). Plain SVG.
 import { el, fmtInt, svg } from "./dom.js";
 
 const W = 1000;
@@ -24,7 +25,9 @@ function polyline(points, cls) {
 export function renderChart(turns, windows, limits, onTurn) {
   const reported = turns.map((t) => (t.usage && t.usage.prompt_tokens) || null);
   const counted = turns.map((t) => t.context_tokens || null);
-  const top = Math.max(limits.context_window || 0, ...reported.filter(Boolean), ...counted.filter(Boolean), 1) * 1.06;
+  const client = turns.map((t) => (t.saved_tokens === null || t.saved_tokens === undefined ? null : t.client_tokens));
+  const top = Math.max(limits.context_window || 0, ...reported.filter(Boolean), ...counted.filter(Boolean),
+    ...client.filter(Boolean), 1) * 1.06;
   const n = Math.max(turns.length, 2);
   const x = (i) => PAD.left + ((W - PAD.left - PAD.right) * i) / (n - 1);
   const y = (v) => PAD.top + (H - PAD.top - PAD.bottom) * (1 - v / top);
@@ -68,13 +71,15 @@ export function renderChart(turns, windows, limits, onTurn) {
     plot.append(svg("line", { class: cls, x1: PAD.left, x2: W - PAD.right, y1: y(value), y2: y(value) }),
       svg("text", { class: `${cls}-label`, x: PAD.left + 6, y: y(value) - 5, text: `${label} ${fmtInt(value)}` }));
   }
+  plot.append(...polyline(client.map((v, i) => (v === null ? null : [x(i), y(v)])), "series client"));
   plot.append(...polyline(counted.map((v, i) => (v === null ? null : [x(i), y(v)])), "series counted"));
   plot.append(...polyline(reported.map((v, i) => (v === null ? null : [x(i), y(v)])), "series reported"));
   turns.forEach((t, i) => {
     const v = reported[i] ?? counted[i];
     if (v === null) return;
     const dot = svg("circle", { class: `dot status-${t.status}`, cx: x(i), cy: y(v), r: 3.5, "data-seq": t.seq },
-      svg("title", { text: `turn #${t.seq} · ${t.status} · ${t.window}\nreported ${fmtInt(reported[i])} · proxy ${fmtInt(counted[i])}` }));
+      svg("title", { text: `turn #${t.seq} · ${t.status} · ${t.window}\nreported ${fmtInt(reported[i])} · proxy ${fmtInt(counted[i])}`
+        + (client[i] === null ? "" : ` · client ${fmtInt(client[i])} · saved ${fmtInt(t.saved_tokens)}`) }));
     dot.addEventListener("click", () => onTurn(t.seq));
     plot.append(dot);
   });
@@ -82,6 +87,7 @@ export function renderChart(turns, windows, limits, onTurn) {
   const legend = el("div", { class: "legend" },
     el("span", { class: "key-reported" }, "reported prompt tokens (usage)"),
     el("span", { class: "key-counted" }, "the proxy's count (X-Context-Tokens)"),
+    el("span", { class: "key-client" }, "the client's prompt as sent (saved: the gap to the proxy's count)"),
     el("span", { class: "key-limit" }, "context window"),
     el("span", { class: "key-trigger" }, "compaction trigger"),
     el("span", { class: "key-compaction" }, "compaction landed"),

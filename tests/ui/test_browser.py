@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,8 @@ def inspect(expected: Expected) -> None:
         assert page.all("#chart line.limit") and page.all("#chart line.trigger")
         assert len(page.all("#chart line.compaction")) == len(expected.bands) - 1
         assert page.all("#chart polyline.reported") and page.all("#chart polyline.counted")
+        assert page.all("#chart polyline.client"), "the client's own prompt, above what the proxy sent"
+        assert re.search(r"saved [\d,]+ of [\d,]+ client tokens|history supplied", page.css("#saved-total").text)
 
         # the markup in a message is text, and nothing ran
         assert MARKUP in page.css("#timeline").text

@@ -1,0 +1,93 @@
+"""A session's savings figures: per turn, and totals over its turns and its compactions.
+
+A turn counts when the proxy sent it upstream with a count of the client's request
+(`client_tokens`, kept since the savings figures were added); imported turns and turns
+that failed before they went upstream count nothing. Costs are what the turn recorded
+(its usage by its model's price); a compaction's summarizer call is priced here, by its
+own usage and model, since the journal keeps its usage. See `docs/savings.md`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+
+from proxy.config import PriceSettings
+from proxy.context.cost import usage_cost
+from proxy.types import JSONObject
+
+Prices = Callable[[str], PriceSettings | None]
+"""A model's price (`ContextSettings.price_for`)."""
+
+
+def counted(record: JSONObject) -> bool:
+    """Whether the turn went upstream with both counts kept."""
+    return isinstance(record.get("client_tokens"), int) and bool(record.get("context_tokens"))
+
+
+def saved_tokens(record: JSONObject) -> int | None:
+    """Client tokens less those sent upstream (negative: the history the proxy supplied)."""
+    if not counted(record):
+        return None
+    return int(record["client_tokens"]) - int(record["context_tokens"])
+
+
+@dataclass
+class Savings:
+    """Totals of counted turns and of compactions; `add` them up, `as_json` shows them."""
+
+    turns: int = 0
+    client_tokens: int = 0
+    sent_tokens: int = 0
+    cost_usd: float = 0.0
+    saved_cost_usd: float = 0.0
+    compactions: int = 0
+    summarizer_tokens: int = 0
+    summarizer_cost_usd: float = 0.0
+
+    @property
+    def saved_tokens(self) -> int:
+        return self.client_tokens - self.sent_tokens
+
+    def add_turn(self, record: JSONObject) -> None:
+        if not counted(record):
+            return
+        self.turns += 1
+        self.client_tokens += int(record["client_tokens"])
+        self.sent_tokens += int(record["context_tokens"])
+        self.cost_usd += float(record.get("cost_usd") or 0.0)
+        self.saved_cost_usd += float(record.get("saved_cost_usd") or 0.0)
+
+    def add_compaction(self, event: JSONObject, prices: Prices) -> None:
+        """A landed compaction: its summarizer call's tokens and cost count against what it saved."""
+        if event.get("type") != "compaction":
+            return
+        self.compactions += 1
+        usage = event.get("usage") or {}
+        self.summarizer_tokens += int(usage.get("total_tokens") or 0)
+        model = event.get("model")
+        self.summarizer_cost_usd += (usage_cost(prices(model), usage) if isinstance(model, str) else None) or 0.0
+
+    def add(self, records: Iterable[JSONObject], events: Iterable[JSONObject], prices: Prices) -> Savings:
+        for record in records:
+            self.add_turn(record)
+        for event in events:
+            self.add_compaction(event, prices)
+        return self
+
+    def merge(self, other: Savings) -> None:
+        """Add `other`'s totals to these."""
+        for spec in fields(self):
+            setattr(self, spec.name, getattr(self, spec.name) + getattr(other, spec.name))
+
+    def as_json(self) -> JSONObject:
+        return {
+            "client_tokens": self.client_tokens,
+            "sent_tokens": self.sent_tokens,
+            "saved_tokens": self.saved_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "saved_cost_usd": round(self.saved_cost_usd, 6),
+            "compactions": self.compactions,
+            "summarizer_tokens": self.summarizer_tokens,
+            "summarizer_cost_usd": round(self.summarizer_cost_usd, 6),
+        }
