@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.app_state import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
-from proxy.context.tokens import request_overhead
+from proxy.app_state import PRINCIPAL, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
 from proxy.dialects import CHAT_PATH
 from proxy.doors.chat import ChatDoor
-from proxy.handlers.gateway import admit, check_model, gate
+from proxy.handlers.gateway import admit_unmanaged, caller_of, check_model
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.relay import relay_turn, relay_unmanaged
 from proxy.handlers.request import parse_chat_request, read_body
 from proxy.sessions import requested_session
-from proxy.turn import STRATEGY_HEADER, Caller, ChatRequest
+from proxy.turn import STRATEGY_HEADER, ChatRequest
 from proxy.turn.forward import send_as_is
 
 
@@ -30,16 +29,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     spec = turns.deps.strategies.spec_for(chat.model, request.headers.get(STRATEGY_HEADER))
     if spec is None:
         return await _pass_through(request, chat)
-    principal = request[PRINCIPAL]
     session = requested_session(
         path_session=request.match_info.get("session"),
         header_session=request.headers.get(settings.sessions.header),
         header_name=settings.sessions.header,
     )
-    caller = Caller(
-        principal.tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID], gate(request)
-    )
-    turn = await turns.begin(chat, caller, spec)
+    turn = await turns.begin(chat, caller_of(request, session), spec)
     response = await relay_turn(request, turn, ChatDoor(include_usage=chat.include_usage))
     request[TURN_FACTS] = turn.facts()
     return response
@@ -48,14 +43,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 async def _pass_through(request: web.Request, chat: ChatRequest) -> web.StreamResponse:
     """`X-Context-Strategy: off`: the body goes as the client sent it; nothing is journaled."""
     deps, principal = request.app[TURNS].deps, request[PRINCIPAL]
-    if principal.key is not None:
-        encoder = await deps.tokens.encoder_for(chat.model)
-        prompt = sum(await deps.tokens.count_messages(encoder, chat.messages))
-        await admit(request, prompt + request_overhead(encoder, chat.body.get("tools")) + chat.max_output_tokens)
+    await admit_unmanaged(request, chat)
     upstream = deps.routes.client_for(chat.model)
     if upstream.api != "openai":  # another API cannot take the client's body as it is: translated, not composed
-        caller = Caller(principal.tenant, None, principal.upstream_authorization, request.headers, request[REQUEST_ID])
-        answer = await send_as_is(upstream, chat, caller, settings=deps.settings)
+        answer = await send_as_is(upstream, chat, caller_of(request, None), settings=deps.settings)
         return await relay_unmanaged(request, answer, ChatDoor(include_usage=chat.include_usage), stream=chat.stream)
     headers = upstream.headers_for(
         request.headers,

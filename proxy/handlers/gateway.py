@@ -16,10 +16,13 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from proxy.app_state import ADMISSION, GATEWAY, PRINCIPAL, RATE_HEADERS, SETTINGS
+from proxy.app_state import ADMISSION, GATEWAY, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS, TURNS
+from proxy.context.model import ChatRequest
+from proxy.context.tokens import request_overhead
 from proxy.errors import ModelNotAllowed, ProxyError
 from proxy.gateway.limits import Admission, Gate
 from proxy.handlers.encoding import decode_body
+from proxy.turn import Caller
 
 _GUARDED = ("/v1/", "/s/")
 _TURN_ROUTES = frozenset(
@@ -88,6 +91,29 @@ def gate(request: web.Request) -> Gate:
         return await admit(request, tokens)
 
     return admit_request
+
+
+def caller_of(
+    request: web.Request, session: str | None, *, door: str = "chat", door_id: str | None = None, keep: bool = True
+) -> Caller:
+    """Who asks, as the turn needs it: the principal's tenant and upstream key, the request's
+    headers and id, its gateway admission, and the door it came through."""
+    principal = request[PRINCIPAL]
+    return Caller(
+        principal.tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID],
+        gate(request), door=door, door_id=door_id, keep=keep,
+    )  # fmt: skip
+
+
+async def admit_unmanaged(request: web.Request, chat: ChatRequest) -> None:
+    """A request the proxy does not manage (`off`, a side request) still counts against its
+    gateway key's limits, by the proxy's count of what it sends."""
+    if request[PRINCIPAL].key is None:
+        return
+    deps = request.app[TURNS].deps
+    encoder = await deps.tokens.encoder_for(chat.model)
+    prompt = sum(await deps.tokens.count_messages(encoder, chat.messages))
+    await admit(request, prompt + request_overhead(encoder, chat.body.get("tools")) + chat.max_output_tokens)
 
 
 async def add_rate_headers(request: web.Request, response: web.StreamResponse) -> None:

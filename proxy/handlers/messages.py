@@ -14,20 +14,20 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.app_state import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
+from proxy.app_state import PRINCIPAL, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
 from proxy.context.compose import compose_messages
 from proxy.context.model import ChatRequest
 from proxy.context.tokens import Encoder, request_overhead
 from proxy.doors.anthropic_codec import MessagesCall, parse_request, side_request
 from proxy.doors.messages import MessagesDoor
 from proxy.errors import BadRequest
-from proxy.handlers.gateway import admit, check_model, gate
+from proxy.handlers.gateway import admit_unmanaged, caller_of, check_model
 from proxy.handlers.relay import relay_turn, relay_unmanaged
 from proxy.handlers.request import parse_json, read_body
 from proxy.sessions import Identity, message_hash, requested_session
 from proxy.sessions.identity import validate_session_id
 from proxy.sessions.reconcile import split_leading
-from proxy.turn import STRATEGY_HEADER, Caller
+from proxy.turn import STRATEGY_HEADER
 from proxy.turn.conversation import load_conversation
 from proxy.turn.forward import send_as_is
 from proxy.turn.projection import sent_history, sent_input
@@ -43,13 +43,13 @@ async def create_message(request: web.Request) -> web.StreamResponse:
     chat = ChatRequest(call.chat_body, raw, call.model, call.chat_body["messages"], call.stream, False, marked=True)
     spec = turns.deps.strategies.spec_for(call.model, request.headers.get(STRATEGY_HEADER))
     if spec is None or side_request(call) is not None:
-        await _admit_unmanaged(request, chat)
+        await admit_unmanaged(request, chat)
         answer = await send_as_is(
-            turns.deps.routes.client_for(chat.model), chat, _caller(request, None), settings=settings
+            turns.deps.routes.client_for(chat.model), chat, caller_of(request, None, door="messages"), settings=settings
         )
         door = MessagesDoor(model=call.model, input_tokens=0)
         return await relay_unmanaged(request, answer, door, stream=chat.stream)
-    turn = await turns.begin(chat, _caller(request, _session(request, call)), spec)
+    turn = await turns.begin(chat, caller_of(request, _session(request, call), door="messages"), spec)
     door = MessagesDoor(model=call.model, input_tokens=turn.sent_tokens)
     response = await relay_turn(request, turn, door)
     request[TURN_FACTS] = turn.facts()
@@ -106,21 +106,3 @@ def _session(request: web.Request, call: MessagesCall) -> str | None:
         return validate_session_id(call.session_hint, "metadata.user_id")
     except BadRequest:
         return None  # not a usable session id: the conversation names its session instead
-
-
-def _caller(request: web.Request, session: str | None) -> Caller:
-    principal = request[PRINCIPAL]
-    return Caller(
-        principal.tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID],
-        gate(request), door="messages",
-    )  # fmt: skip
-
-
-async def _admit_unmanaged(request: web.Request, chat: ChatRequest) -> None:
-    """A request the proxy does not manage still counts against its gateway key's limits."""
-    if request[PRINCIPAL].key is None:
-        return
-    deps = request.app[TURNS].deps
-    encoder = await deps.tokens.encoder_for(chat.model)
-    prompt = sum(await deps.tokens.count_messages(encoder, chat.messages))
-    await admit(request, prompt + request_overhead(encoder, chat.body.get("tools")) + chat.max_output_tokens)

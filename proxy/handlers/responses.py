@@ -26,7 +26,7 @@ from dataclasses import replace
 import orjson
 from aiohttp import web
 
-from proxy.app_state import PRINCIPAL, REQUEST_ID, ROUTE_MODEL, SETTINGS, STORE, TURN_FACTS, TURNS
+from proxy.app_state import PRINCIPAL, ROUTE_MODEL, SETTINGS, STORE, TURN_FACTS, TURNS
 from proxy.compaction import make_summarizer
 from proxy.compaction.strategies import CompactionInput, CompactionResult, StrategyError, without_server
 from proxy.context.compose import History, build_history
@@ -49,14 +49,14 @@ from proxy.doors.responses_codec import (
     without_item,
 )
 from proxy.errors import BadRequest, NotFound, UpstreamUnavailable
-from proxy.handlers.gateway import admit, check_model, gate
+from proxy.handlers.gateway import admit, caller_of, check_model
 from proxy.handlers.passthrough import relay_raw
 from proxy.handlers.relay import relay_turn
 from proxy.handlers.request import parse_json, read_body
 from proxy.sessions import Turn, message_hash, requested_session
 from proxy.sessions.identity import validate_session_id
 from proxy.store.responses import ResponseStore, StoredCompaction, StoredConversation, StoredResponse
-from proxy.turn import STRATEGY_HEADER, Caller, ChatRequest, TurnService
+from proxy.turn import STRATEGY_HEADER, ChatRequest, TurnService
 from proxy.turn.outcome import Outcome
 from proxy.types import JSONObject, Message
 
@@ -131,13 +131,9 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     )
     if session is None:
         session = _named_session(request, call.prompt_cache_key)
-    principal = request[PRINCIPAL]
     response_id = _new_id("resp")
-    caller = Caller(
-        tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID], gate(request),
-        door=ResponsesDoor.name, door_id=response_id,
-        keep=call.store or request.app[SETTINGS].responses.store_false == "manage",
-    )  # fmt: skip
+    kept = call.store or request.app[SETTINGS].responses.store_false == "manage"
+    caller = caller_of(request, session, door=ResponsesDoor.name, door_id=response_id, keep=kept)
     turn = await turns.begin(chat, caller, spec)
 
     async def keep(response: JSONObject, outcome: Outcome) -> None:
