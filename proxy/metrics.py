@@ -142,17 +142,17 @@ class Metrics:
         self.completion_tokens = f("context_proxy_completion_tokens_total", "counter",
                                    "Completion tokens the upstream reported, by model.", ("model",))  # fmt: skip
         self.client_prompt_tokens = f("context_proxy_client_prompt_tokens_total", "counter",
-                                      "Prompt tokens of managed turns as their clients sent them, by model.",
-                                      ("model",))  # fmt: skip
+                                      "Prompt tokens of managed turns as their clients sent them, by model and mode.",
+                                      ("model", "mode"))  # fmt: skip
         self.saved_tokens = f("context_proxy_saved_tokens_total", "counter",
-                              "Client prompt tokens less those sent upstream, by model (negative: history supplied).",
-                              ("model",))  # fmt: skip
+                              "Client prompt tokens less those sent upstream (mode shadow: that managed mode would "
+                              "have sent), by model and mode (negative: history supplied).", ("model", "mode"))  # fmt: skip
         self.cost = f("context_proxy_cost_usd_total", "counter",
-                      "US dollars of managed turns as sent, by their usage and the model's price, by model.",
-                      ("model",))  # fmt: skip
+                      "US dollars of managed turns as sent, by their usage and the model's price, by model and mode.",
+                      ("model", "mode"))  # fmt: skip
         self.saved_cost = f("context_proxy_saved_cost_usd_total", "counter",
-                            "US dollars of the saved prompt tokens at the model's input price, by model.",
-                            ("model",))  # fmt: skip
+                            "US dollars of the saved prompt tokens at the model's input price, by model and mode.",
+                            ("model", "mode"))  # fmt: skip
         self.compactions = f("context_proxy_compactions_total", "counter",
                              "Compaction attempts by strategy and outcome.", ("strategy", "outcome"))  # fmt: skip
         self.compaction_seconds = f("context_proxy_compaction_seconds", "histogram",
@@ -173,12 +173,15 @@ class Metrics:
         self.prompt_tokens.inc(label, prompt)
         self.completion_tokens.inc(label, completion)
 
-    def savings(self, model: str, *, client: int, saved: int, costs: tuple[float, float] | None) -> None:
-        """A managed turn's prompt as its client sent it, what composing saved of it, and (with a
-        price) what the turn cost as sent and what it saved."""
-        label = (self.model(model),)
+    def savings(
+        self, model: str, mode: str, *, client: int, saved: int | None, costs: tuple[float, float] | None
+    ) -> None:
+        """A managed turn's prompt as its client sent it, what composing saved of it (in shadow
+        mode: would have), and (with a price) what the turn cost as sent and what it saved."""
+        label = (self.model(model), mode)
         self.client_prompt_tokens.inc(label, client)
-        self.saved_tokens.inc(label, saved)
+        if saved is not None:
+            self.saved_tokens.inc(label, saved)
         if costs is not None:
             self.cost.inc(label, costs[0])
             self.saved_cost.inc(label, costs[1])

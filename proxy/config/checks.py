@@ -16,6 +16,7 @@ SPLITS = ("ratio", "recent-turns")
 MAX_PROMPT_BYTES = 2000
 HANDOFF_PROMPT = "About {n_remaining} tokens remain before this conversation is compacted. Note anything you must keep."
 LOG_FORMATS = ("text", "json")
+MODES = ("managed", "shadow")
 UPSTREAM_APIS = ("openai", "anthropic")
 STORE_FALSE = ("stateless", "manage")
 BUDGET_PERIODS = ("day", "month")

@@ -12,6 +12,7 @@ from proxy.config.checks import (
     CLEAR_TARGETS,
     HANDOFF_PROMPT,
     LOG_FORMATS,
+    MODES,
     SPLITS,
     STORE_FALSE,
     UPSTREAM_APIS,
@@ -140,6 +141,7 @@ class ModelSettings:
     """The `max_tokens` an Anthropic upstream is sent when the request sets none (it requires one)."""
     price: PriceSettings | None = None
     """US dollars per million tokens (`prices.py`); None: the default table's, if it has the model."""
+    mode: str | None = checks.checked(checks.one_of(*MODES), None)
 
 
 DEFAULT_MAX_TOKENS = 4096
@@ -172,6 +174,9 @@ class ContextSettings:
     use_preferred: bool = False
     tools: ToolSettings = field(default_factory=ToolSettings)
     handoff: HandoffSettings | None = None
+    mode: str = checks.checked(checks.one_of(*MODES), "managed")
+    """`managed`, or `shadow`: forward what the client sent, journal and count what managed
+    mode would have sent (`proxy/turn/shadow.py`, `docs/savings.md`)."""
     models: Mapping[str, ModelSettings] = field(default_factory=dict)
 
     def for_model(self, model: str) -> ModelSettings:
@@ -194,6 +199,10 @@ class ContextSettings:
 
     def handoff_for(self, model: str) -> HandoffSettings | None:
         return self.for_model(model).handoff or self.handoff
+
+    def mode_for(self, model: str) -> str:
+        override = self.for_model(model).mode
+        return override if override is not None else self.mode
 
     def price_for(self, model: str) -> PriceSettings | None:
         """The model's configured price, else the default table's, else None (no cost figures)."""

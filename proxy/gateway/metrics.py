@@ -21,10 +21,10 @@ class GatewayMetrics:
         self.requests: dict[tuple[str, str], int] = defaultdict(int)
         self.tokens: dict[str, int] = defaultdict(int)
         self.fallbacks: dict[tuple[str, str, str], int] = defaultdict(int)
-        self.client_tokens: dict[str, int] = defaultdict(int)
-        self.saved_tokens: dict[str, int] = defaultdict(int)
-        self.cost: dict[str, float] = defaultdict(float)
-        self.saved_cost: dict[str, float] = defaultdict(float)
+        self.client_tokens: dict[tuple[str, str], int] = defaultdict(int)
+        self.saved_tokens: dict[tuple[str, str], int] = defaultdict(int)
+        self.cost: dict[tuple[str, str], float] = defaultdict(float)
+        self.saved_cost: dict[tuple[str, str], float] = defaultdict(float)
 
     def request(self, key: str, outcome: str) -> None:
         self.requests[(key, outcome)] += 1
@@ -32,10 +32,14 @@ class GatewayMetrics:
     def used(self, key: str, tokens: int) -> None:
         self.tokens[key] += tokens
 
-    def savings(self, key: str, *, client: int, saved: int, costs: tuple[float, float] | None) -> None:
-        """A managed turn's prompt as its client sent it, what composing saved of it, and its costs."""
+    def savings(
+        self, key: tuple[str, str], *, client: int, saved: int | None, costs: tuple[float, float] | None
+    ) -> None:
+        """A managed turn's prompt as its client sent it, what composing saved of it (or would
+        have, in shadow mode), and its costs; by (gateway key, mode)."""
         self.client_tokens[key] += client
-        self.saved_tokens[key] += saved
+        if saved is not None:
+            self.saved_tokens[key] += saved
         if costs is not None:
             self.cost[key] += costs[0]
             self.saved_cost[key] += costs[1]
@@ -62,20 +66,22 @@ class GatewayMetrics:
         ]
         lines += _by_key(
             "context_proxy_gateway_client_prompt_tokens_total",
-            "Prompt tokens of managed turns as their clients sent them, by gateway key.",
+            "Prompt tokens of managed turns as their clients sent them, by gateway key and mode.",
             self.client_tokens,
         )
         lines += _by_key(
             "context_proxy_gateway_saved_tokens_total",
-            "Client prompt tokens less those sent upstream, by gateway key (negative: history supplied).",
+            "Client prompt tokens less those sent upstream (or, in shadow mode, would be), by gateway key and mode.",
             self.saved_tokens,
         )
         lines += _by_key(
-            "context_proxy_gateway_cost_usd_total", "US dollars of managed turns as sent, by gateway key.", self.cost
+            "context_proxy_gateway_cost_usd_total",
+            "US dollars of managed turns as sent, by gateway key and mode.",
+            self.cost,
         )
         lines += _by_key(
             "context_proxy_gateway_saved_cost_usd_total",
-            "US dollars of the saved prompt tokens at the model's input price, by gateway key.",
+            "US dollars of the saved prompt tokens at the model's input price, by gateway key and mode.",
             self.saved_cost,
         )
         lines += [
@@ -89,6 +95,8 @@ class GatewayMetrics:
         return "\n".join(lines) + "\n"
 
 
-def _by_key(name: str, help_text: str, values: Mapping[str, float]) -> list[str]:
+def _by_key(name: str, help_text: str, values: Mapping[tuple[str, str], float]) -> list[str]:
     lines = [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
-    return lines + [f'{name}{{key="{escape(key)}"}} {number(n)}' for key, n in sorted(values.items())]
+    return lines + [
+        f'{name}{{key="{escape(key)}",mode="{mode}"}} {number(n)}' for (key, mode), n in sorted(values.items())
+    ]

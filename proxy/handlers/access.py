@@ -97,6 +97,8 @@ def _account(
             compaction=facts.compaction,
             turn=facts.status,
         )
+        if facts.mode != "managed":
+            fields["mode"] = facts.mode
         span.set("session.id", facts.session)
         span.set("context.strategy", facts.strategy)
         span.set("context.tokens_sent", facts.sent_tokens)
@@ -112,12 +114,13 @@ def _account(
 def _count_savings(request: web.Request, model: str, facts: TurnFacts) -> None:
     """A managed turn's client and saved tokens, by model and (for a gateway key) by key."""
     client, saved, costs = facts.client_tokens, facts.saved_tokens, facts.costs
-    request.app[METRICS].savings(model, client=client, saved=saved, costs=costs)
+    request.app[METRICS].savings(model, facts.mode, client=client, saved=saved, costs=costs)
     principal = request.get(PRINCIPAL)
     if principal is not None and principal.key is not None:
-        request.app[GATEWAY].metrics.savings(principal.key.name, client=client, saved=saved, costs=costs)
+        request.app[GATEWAY].metrics.savings((principal.key.name, facts.mode), client=client, saved=saved, costs=costs)
 
 
-def _dollars(value: float) -> float:
-    """US dollars as the access line shows them: to a millionth of a dollar."""
-    return round(value, 6)
+def _dollars(value: float) -> str:
+    """US dollars as the access line shows them: to a millionth of a dollar (a float's text
+    form would round it to a tenth)."""
+    return f"{value:.6f}"

@@ -4,7 +4,10 @@ A turn counts in the period when it was created in it, under the tenant of its s
 (a gateway key's name; a hash of the client's own key outside gateway mode) and the
 model it was answered by. A landed compaction counts under the model of the turn that
 triggered it (its request id; a background one, under its summarizer's model), and its
-summarizer call's cost counts against what it saved (`net saved`). See `docs/savings.md`.
+summarizer call's cost counts against what it saved (`net saved`). Shadow turns
+(`turn/shadow.py`) are a row of their own, `<model> (shadow)`: what managed mode would
+have sent and saved, and the compactions it would have made at their estimated cost.
+See `docs/savings.md`.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ class Report:
             if not isinstance(model, str) or float(record.get("created") or 0) < scope.since:
                 continue
             models[str(record.get("request_id"))] = model
-            self.rows[(tenant, model)].add_turn(record)
+            label = f"{model} (shadow)" if record.get("shadow") else model
+            self.rows[(tenant, label)].add_turn(record, self._prices)
         for event in dump.events:
             if event.get("type") != "compaction" or float(event.get("created") or 0) < scope.since:
                 continue

@@ -4,7 +4,9 @@ A turn counts when the proxy sent it upstream with a count of the client's reque
 (`client_tokens`, kept since the savings figures were added); imported turns and turns
 that failed before they went upstream count nothing. Costs are what the turn recorded
 (its usage by its model's price); a compaction's summarizer call is priced here, by its
-own usage and model, since the journal keeps its usage. See `docs/savings.md`.
+own usage and model, since the journal keeps its usage. A shadow turn (`turn/shadow.py`)
+counts what managed mode would have sent, and the compaction it would have made with its
+estimated summarizer usage. See `docs/savings.md`.
 """
 
 from __future__ import annotations
@@ -20,16 +22,24 @@ Prices = Callable[[str], PriceSettings | None]
 """A model's price (`ContextSettings.price_for`)."""
 
 
+def composed_tokens(record: JSONObject) -> int | None:
+    """What managed mode sent (a shadow turn's: would have sent); None when unknown."""
+    shadow = record.get("shadow")
+    sent = shadow.get("composed_tokens") if isinstance(shadow, dict) else record.get("context_tokens")
+    return sent if isinstance(sent, int) and sent > 0 else None
+
+
 def counted(record: JSONObject) -> bool:
     """Whether the turn went upstream with both counts kept."""
-    return isinstance(record.get("client_tokens"), int) and bool(record.get("context_tokens"))
+    return isinstance(record.get("client_tokens"), int) and composed_tokens(record) is not None
 
 
 def saved_tokens(record: JSONObject) -> int | None:
     """Client tokens less those sent upstream (negative: the history the proxy supplied)."""
-    if not counted(record):
+    composed = composed_tokens(record)
+    if composed is None or not isinstance(record.get("client_tokens"), int):
         return None
-    return int(record["client_tokens"]) - int(record["context_tokens"])
+    return int(record["client_tokens"]) - composed
 
 
 @dataclass
@@ -49,28 +59,35 @@ class Savings:
     def saved_tokens(self) -> int:
         return self.client_tokens - self.sent_tokens
 
-    def add_turn(self, record: JSONObject) -> None:
-        if not counted(record):
+    def add_turn(self, record: JSONObject, prices: Prices) -> None:
+        """A counted turn; a shadow turn's simulated compaction counts as a compaction."""
+        composed = composed_tokens(record)
+        if composed is None or not isinstance(record.get("client_tokens"), int):
             return
         self.turns += 1
         self.client_tokens += int(record["client_tokens"])
-        self.sent_tokens += int(record["context_tokens"])
+        self.sent_tokens += composed
         self.cost_usd += float(record.get("cost_usd") or 0.0)
         self.saved_cost_usd += float(record.get("saved_cost_usd") or 0.0)
+        shadow = record.get("shadow")
+        if isinstance(shadow, dict) and shadow.get("compacted"):
+            self._add_summarizer(shadow.get("summarizer_model"), shadow.get("summarizer_usage"), prices)
 
     def add_compaction(self, event: JSONObject, prices: Prices) -> None:
         """A landed compaction: its summarizer call's tokens and cost count against what it saved."""
         if event.get("type") != "compaction":
             return
+        self._add_summarizer(event.get("model"), event.get("usage"), prices)
+
+    def _add_summarizer(self, model: object, usage: JSONObject | None, prices: Prices) -> None:
+        usage = usage or {}
         self.compactions += 1
-        usage = event.get("usage") or {}
         self.summarizer_tokens += int(usage.get("total_tokens") or 0)
-        model = event.get("model")
         self.summarizer_cost_usd += (usage_cost(prices(model), usage) if isinstance(model, str) else None) or 0.0
 
     def add(self, records: Iterable[JSONObject], events: Iterable[JSONObject], prices: Prices) -> Savings:
         for record in records:
-            self.add_turn(record)
+            self.add_turn(record, prices)
         for event in events:
             self.add_compaction(event, prices)
         return self

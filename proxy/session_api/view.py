@@ -26,6 +26,7 @@ _RECORD_FIELDS = (
     "window",
     "rounds",
     "door_id",
+    "shadow",
 )
 
 

@@ -36,6 +36,8 @@ class Turn:
     path_tokens: int | None = None
     """The tokens of the conversation through this turn's end, as a full-history client resends
     it (its path's messages, no system block); None for a turn journaled before it was kept."""
+    shadow: JSONObject | None = None
+    """A shadow turn's figures (`proxy/turn/shadow.py`): the window managed mode would have had."""
 
     @property
     def completed(self) -> bool:
@@ -56,14 +58,15 @@ class Turn:
             message["role"] = sys.intern(message["role"])
         if output:
             output["role"] = sys.intern(output["role"])
-        system, path_tokens = record.get("system"), record.get("path_tokens")
+        system, path_tokens, shadow = record.get("system"), record.get("path_tokens"), record.get("shadow")
         if system is None:  # most turns: the session's block is unchanged
             return cls(
-                seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())), path_tokens=path_tokens
+                seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())), path_tokens=path_tokens,
+                shadow=shadow,
             )  # fmt: skip
         return cls(
             seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())),
-            tuple(system), tuple(record.get("system_tokens") or ()), path_tokens,
+            tuple(system), tuple(record.get("system_tokens") or ()), path_tokens, shadow,
         )  # fmt: skip
 
 
@@ -94,6 +97,8 @@ class TurnDraft:
     """`Turn.path_tokens` before the output: the path through the parent plus this input."""
     client_tokens: int | None = None
     """The prompt tokens the client's request would have cost as it sent it (the savings figures)."""
+    shadow: JSONObject | None = None
+    """A shadow turn's figures (`proxy/turn/shadow.py`); None for a managed turn."""
 
     def record(
         self,
@@ -140,4 +145,6 @@ class TurnDraft:
             counted["path_tokens"] = self.path_tokens + output_tokens
         if self.client_tokens is not None:
             counted["client_tokens"] = self.client_tokens
+        if self.shadow is not None:
+            counted["shadow"] = self.shadow
         return counted

@@ -39,7 +39,9 @@ class ActiveTurn:
         self._fitted = fitted
         self._budget = budget
         self._rounds = rounds
-        self.sent_tokens = fitted.tokens + sum(plan.new_tokens) + plan.overhead + extra_tokens
+        composed = fitted.tokens + sum(plan.new_tokens) + plan.overhead + extra_tokens
+        self.sent_tokens = plan.client.tokens if plan.shadow else composed
+        """The prompt tokens sent upstream, by the proxy's count (a shadow turn's: the client's own)."""
         self.window_id = fitted.history.window.current
         self.answer = answer
         self._recorder = turn_recorder(
@@ -94,6 +96,8 @@ class ActiveTurn:
             status=outcome.status if outcome else "canceled",
             sent_tokens=self.sent_tokens,
             client_tokens=plan.client.tokens,
+            mode="shadow" if plan.shadow else "managed",
+            composed_tokens=plan.shadow.composed_tokens if plan.shadow else self.sent_tokens,
             costs=self._recorder.costs,
             prompt_tokens=prompt,
             completion_tokens=completion,
@@ -151,6 +155,7 @@ def turn_recorder(
         context_tokens=sent_tokens,
         path_tokens=None if plan.client.path_before is None else plan.client.path_before + sum(plan.new_tokens),
         client_tokens=plan.client.tokens,
+        shadow=plan.shadow.to_json() if plan.shadow else None,
         system=plan.system[0] if plan.system else None,
         system_tokens=plan.system[1] if plan.system else [],
         door=plan.caller.door,

@@ -24,6 +24,10 @@ class TurnFacts:
     """The prompt tokens the proxy sent, by its own count."""
     client_tokens: int
     """The prompt tokens the client's request would have cost as it sent it, by the same count."""
+    mode: str
+    """`managed`, or `shadow` (the client's own messages went; `composed_tokens` is the estimate)."""
+    composed_tokens: int | None
+    """What managed mode sends: `sent_tokens`, or a shadow turn's estimate (None: it would not fit)."""
     costs: tuple[float, float] | None
     """(cost as sent, cost saved) in US dollars; None without a usage or a price (`context/cost.py`)."""
     prompt_tokens: int | None
@@ -33,9 +37,10 @@ class TurnFacts:
     upstream_s: float
 
     @property
-    def saved_tokens(self) -> int:
-        """What composing saved: negative for a delta client (the history the proxy supplied)."""
-        return self.client_tokens - self.sent_tokens
+    def saved_tokens(self) -> int | None:
+        """What composing saved (or, in shadow mode, would have): negative for a delta client
+        (the history the proxy supplied)."""
+        return None if self.composed_tokens is None else self.client_tokens - self.composed_tokens
 
     @staticmethod
     def usage_of(usage: JSONObject | None) -> tuple[int | None, int | None]:

@@ -22,6 +22,7 @@ from proxy.turn.conversation import Conversation
 from proxy.turn.paths import PathCache
 from proxy.turn.pending import PendingWrites
 from proxy.turn.savings import ClientCount
+from proxy.turn.shadow import ShadowTurn
 from proxy.turn.windows import ModelWindows
 from proxy.types import Message
 from proxy.upstream import Routes
@@ -89,3 +90,5 @@ class Plan:
     """The model asked for a new context (`new_context`): compact whatever the budget says."""
     client: ClientCount
     """The request's prompt as the client sent it (the savings figures, `savings.py`)."""
+    shadow: ShadowTurn | None = None
+    """A shadow turn (`shadow.py`): what managed mode would have sent; None: a managed turn."""

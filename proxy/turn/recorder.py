@@ -54,6 +54,8 @@ class TurnRecorder:
         self._rounds = rounds
         self._admission = admission
         self._price = deps.settings.context.price_for(draft.model)
+        self._shadow = plan.shadow
+        """A shadow turn's usage measured the client's own prompt: it is not fed back."""
         self._recorded = False
         self.outcome: Outcome | None = None
         """The outcome the turn was journaled with, once it was."""
@@ -82,8 +84,9 @@ class TurnRecorder:
             usage=outcome.usage,
             error=outcome.error,
         )
-        if draft.client_tokens is not None and self._sent_tokens:
-            self.costs = turn_costs(self._price, outcome.usage, draft.client_tokens - self._sent_tokens)
+        composed = self._shadow.composed_tokens if self._shadow else self._sent_tokens
+        if draft.client_tokens is not None and composed:
+            self.costs = turn_costs(self._price, outcome.usage, draft.client_tokens - composed)
         if self.costs is not None:
             record["cost_usd"], record["saved_cost_usd"] = self.costs
         usage = outcome.usage
@@ -96,7 +99,7 @@ class TurnRecorder:
             return
         feedback = None
         prompt_tokens = (usage or {}).get("prompt_tokens")
-        if outcome.status == "completed" and isinstance(prompt_tokens, int):
+        if outcome.status == "completed" and isinstance(prompt_tokens, int) and self._shadow is None:
             feedback = {"prompt": prompt_tokens, "local": self._sent_tokens, "window": draft.window}
             self._tokens.observe_usage(draft.model, reported=prompt_tokens, local=self._sent_tokens)
         self.seq, parent, _ = await self._store.append_turn(

@@ -17,8 +17,11 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
+import orjson
+
 from proxy import tracing
 from proxy.compaction import Fitted, Landing, Overflow, fit, make_summarizer
+from proxy.compaction.breaker import Breaker
 from proxy.compaction.strategies import Summarizer, server_params, without_server
 from proxy.compaction.strategies.server import on_route, with_server_params
 from proxy.context.budget import Budget, ContextTooLarge
@@ -29,7 +32,7 @@ from proxy.context.window import archive_uri
 from proxy.context_tools.service import ContextTools, Fill, Prepared
 from proxy.errors import ContextBuilderFailed, ProxyError, UpstreamTimeout, UpstreamUnavailable
 from proxy.events import FallbackUsed, UpstreamAnswered, WindowLearned
-from proxy.sessions import Identity, message_hash
+from proxy.sessions import Identity, message_hash, wire
 from proxy.sessions.derived import new_session_id
 from proxy.sessions.reconcile import split_leading
 from proxy.turn.active import ActiveTurn, turn_recorder
@@ -44,6 +47,7 @@ from proxy.turn.outcome import Outcome
 from proxy.turn.plan import Caller, Plan, TurnDeps
 from proxy.turn.projection import sent_history, sent_input
 from proxy.turn.savings import count_client
+from proxy.turn.shadow import estimating_summarizer, last_state, shadow_history, shadow_turn, simulated
 from proxy.types import Message
 from proxy.upstream import Answer
 
@@ -87,6 +91,8 @@ class TurnService:
             forced=await self._tools.forced(chat.model, conversation.keys, window_id),
             client=client,
         )
+        if caller.keep and d.settings.context.mode_for(chat.model) == "shadow":
+            return await self._shadow(plan)
         plan, fitted, budget = await self._fit_under_budget(plan)
         admission = await caller.gate(fitted.tokens + sum(plan.new_tokens) + plan.overhead + chat.max_output_tokens)
         attempt, prepared = await self._forward(plan, fitted, budget)
@@ -107,6 +113,42 @@ class TurnService:
             room=budget.context_window - budget.reserve - sent, request_id=caller.request_id,
         )  # fmt: skip
         return ActiveTurn(self.deps, plan, fitted, budget, rounds, prepared.extra_tokens, rounds, admission=admission)
+
+    async def _shadow(self, plan: Plan) -> ActiveTurn:
+        """Shadow mode: fit what managed mode would send (an estimating summarizer, nothing
+        landed), then forward the client's own messages; the turn is journaled with both."""
+        d, conversation = self.deps, plan.conversation
+        history = shadow_history(
+            await sent_history(
+                conversation.history, store=d.store, keys=conversation.keys, context=d.settings.context,
+                model=plan.chat.model, encoder=plan.encoder,
+            ),
+            last_state(conversation.history),
+        )  # fmt: skip
+        budget = self._budget(plan)
+        compression_model = d.settings.context.compression_model or plan.chat.model
+        overflow = Overflow(
+            strategy=simulated(plan.strategy),
+            summarizer=estimating_summarizer(
+                plan.encoder, model=compression_model, max_tokens=d.settings.context.max_tokens_for(compression_model)
+            ),
+            count_text=lambda text: len(plan.encoder.encode_ordinary(text)),
+            breaker=Breaker(),
+            usage=None,
+            preference=d.settings.context.usage_preference,
+        )
+        new_tokens = sum(plan.new_tokens)
+        fitted: Fitted | None
+        try:
+            fitted = await fit(history, new_tokens=new_tokens, budget=budget, archive_uri="", overflow=overflow)
+            composed = fitted.tokens + new_tokens + plan.overhead
+        except ContextTooLarge:
+            fitted, composed = None, None
+        plan = replace(plan, shadow=shadow_turn(fitted, composed, last_state(conversation.history)))
+        admission = await plan.caller.gate(plan.client.tokens + plan.chat.max_output_tokens)
+        answer = await self._send(plan, plan.chat, orjson.dumps([wire(m) for m in plan.chat.messages]))
+        loaded = Fitted(conversation.history, conversation.history.total)  # the stored window, unchanged
+        return ActiveTurn(d, plan, loaded, budget, answer, admission=admission)
 
     async def _fall_back(
         self, plan: Plan, fitted: Fitted, budget: Budget, sent: tuple[Attempt, Prepared]

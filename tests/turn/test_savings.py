@@ -97,7 +97,7 @@ async def test_under_summarize_the_client_count_survives_compactions_and_reaches
     assert totals["summarizer_cost_usd"] == pytest.approx(summarizer_cost, abs=1e-6) and summarizer_cost > 0
     assert totals["summarizer_tokens"] == sum(u["total_tokens"] for u in summarized)
     metrics = await _scrape(proxy)
-    label = (("model", "tiny-model"),)
+    label = (("mode", "managed"), ("model", "tiny-model"))
     assert metrics[("context_proxy_client_prompt_tokens_total", label)] == sum(client_prompts)
     assert metrics[("context_proxy_saved_tokens_total", label)] == totals["saved_tokens"]
     assert metrics[("context_proxy_cost_usd_total", label)] == pytest.approx(sum(t["cost_usd"] for t in turns))
@@ -158,11 +158,11 @@ async def test_the_access_line_and_the_gateway_key_series_carry_the_figures(
     lines = [r.msg for r in caplog.records if r.name == "context_proxy.access"]
     fields = [line.fields for line in lines if line.fields.get("client_tokens") is not None]  # type: ignore[attr-defined]
     assert [f["client_tokens"] for f in fields] == client_prompts
-    assert all(f["cost_usd"] > 0 for f in fields), "gpt-4o-mini is in the default price table"
+    assert all(float(f["cost_usd"]) > 0 for f in fields), "gpt-4o-mini is in the default price table"
     assert [f["saved_tokens"] for f in fields] == [f["client_tokens"] - f["tokens_sent"] for f in fields]
     metrics = await _scrape(proxy)
-    key = (("key", "team"),)
+    key = (("key", "team"), ("mode", "managed"))
     assert metrics[("context_proxy_gateway_client_prompt_tokens_total", key)] == sum(client_prompts)
     assert metrics[("context_proxy_gateway_saved_tokens_total", key)] == sum(f["saved_tokens"] for f in fields)
     cost = metrics[("context_proxy_gateway_cost_usd_total", key)]
-    assert cost == pytest.approx(sum(f["cost_usd"] for f in fields), abs=1e-5)
+    assert cost == pytest.approx(sum(float(f["cost_usd"]) for f in fields), abs=1e-5)
