@@ -163,7 +163,8 @@ async def _keys(settings: Settings, args: argparse.Namespace) -> int:
 
 def _print_keys(rows: list[dict[str, Any]]) -> None:
     print(
-        f"{'name':24} {'source':8} {'rpm':>6} {'tpm':>9} {'budget':>16} {'period':10} {'requests':>8} {'tokens':>10}  models"
+        f"{'name':24} {'source':8} {'rpm':>6} {'tpm':>9} {'budget':>16} {'period':10} {'requests':>8} {'tokens':>10} "
+        f"{'saved':>10} {'saved $':>9}  models"
     )
     for row in rows:
         budget = f"{row['budget_tokens']}/{row['budget_period']}" if row["budget_tokens"] else "-"
@@ -171,7 +172,8 @@ def _print_keys(rows: list[dict[str, Any]]) -> None:
         models = " ".join(row["models"]) if row["models"] is not None else "*"
         print(
             f"{row['name']:24} {row['source']:8} {row['rpm'] or '-':>6} {row['tpm'] or '-':>9} {budget:>16} "
-            f"{usage['period']:10} {usage['requests']:>8} {usage['tokens']:>10}  {models}"
+            f"{usage['period']:10} {usage['requests']:>8} {usage['tokens']:>10} {usage['saved_tokens']:>10} "
+            f"{usage['saved_usd']:>9.4f}  {models}"
         )
 
 

@@ -51,15 +51,18 @@ class Admission:
         self._periods = periods
         self._settled = False
 
-    async def settle(self, actual: int | None) -> None:
-        """Replace the reservation by `actual` tokens (None: keep it); later calls do nothing."""
+    async def settle(self, actual: int | None, saved: tuple[int, float] = (0, 0.0)) -> None:
+        """Replace the reservation by `actual` tokens (None: keep it) and count what the turn
+        saved (tokens, US dollars) in the key's periods; later calls do nothing."""
         if self._settled:
             return
         self._settled = True
         used = self.reserved if actual is None else actual
         self._metrics.used(self.name, used)
-        if used != self.reserved:
-            await self._store.settle(self.name, second=self._second, periods=self._periods, delta=used - self.reserved)
+        if used != self.reserved or saved != (0, 0.0):
+            await self._store.settle(
+                self.name, second=self._second, periods=self._periods, delta=used - self.reserved, saved=saved
+            )
 
 
 Gate = Callable[[int], Awaitable["Admission | None"]]
@@ -71,16 +74,19 @@ async def no_gate(tokens: int) -> Admission | None:
     return None
 
 
-async def settle(admission: Admission | None, status: str, usage: JSONObject | None) -> None:
+async def settle(
+    admission: Admission | None, status: str, usage: JSONObject | None, saved: tuple[int, float] = (0, 0.0)
+) -> None:
     """Correct a turn's reservation by its answer: its usage, nothing for an upstream error,
-    the reservation itself when the answer was cut off before its usage came."""
+    the reservation itself when the answer was cut off before its usage came; and count what
+    the turn saved (tokens, US dollars)."""
     if admission is None:
         return
     total = (usage or {}).get("total_tokens")
     if isinstance(total, int):
-        await admission.settle(total)
+        await admission.settle(total, saved)
     else:
-        await admission.settle(0 if status == "failed" else None)
+        await admission.settle(0 if status == "failed" else None, saved)
 
 
 class Limiter:

@@ -108,3 +108,17 @@ class Savings:
             "summarizer_tokens": self.summarizer_tokens,
             "summarizer_cost_usd": round(self.summarizer_cost_usd, 6),
         }
+
+
+def listed_savings(totals: JSONObject | None) -> JSONObject:
+    """A session listing's savings fields, from its head turn's `path_savings` (the counted
+    turns of the path to its head; null before any was counted)."""
+    if not totals:
+        return {"client_tokens": None, "saved_tokens": None, "cost_usd": None, "saved_cost_usd": None}
+    client, sent = int(totals["client_tokens"]), int(totals["sent_tokens"])
+    return {
+        "client_tokens": client,
+        "saved_tokens": client - sent,
+        "cost_usd": round(float(totals["cost_usd"]), 6),
+        "saved_cost_usd": round(float(totals["saved_cost_usd"]), 6),
+    }

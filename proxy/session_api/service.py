@@ -13,6 +13,7 @@ from proxy.context.window import archive_uri
 from proxy.events import EventBus
 from proxy.session_api.clear import clear_context
 from proxy.session_api.feedback import parse_feedback
+from proxy.session_api.savings import listed_savings
 from proxy.session_api.view import session_view
 from proxy.sessions import Identity
 from proxy.store import SessionKeys, Store
@@ -45,7 +46,8 @@ class SessionAPI:
         data: list[JSONObject] = [
             {"id": s.session, "object": "session", "created": s.created, "last_used": s.last_used,
              "turns": s.turns, "window": s.window, "model": s.model,
-             "tokens": (s.usage or {}).get("local"), "prompt_tokens": (s.usage or {}).get("prompt")}
+             "tokens": (s.usage or {}).get("local"), "prompt_tokens": (s.usage or {}).get("prompt"),
+             **listed_savings(s.savings)}
             for s in page.sessions
         ]  # fmt: skip
         return {

@@ -38,6 +38,8 @@ class Turn:
     it (its path's messages, no system block); None for a turn journaled before it was kept."""
     shadow: JSONObject | None = None
     """A shadow turn's figures (`proxy/turn/shadow.py`): the window managed mode would have had."""
+    path_savings: JSONObject | None = None
+    """The savings totals of the path through this turn (`proxy/turn/savings.py`)."""
 
     @property
     def completed(self) -> bool:
@@ -59,14 +61,15 @@ class Turn:
         if output:
             output["role"] = sys.intern(output["role"])
         system, path_tokens, shadow = record.get("system"), record.get("path_tokens"), record.get("shadow")
+        savings = record.get("path_savings")
         if system is None:  # most turns: the session's block is unchanged
             return cls(
                 seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())), path_tokens=path_tokens,
-                shadow=shadow,
+                shadow=shadow, path_savings=savings,
             )  # fmt: skip
         return cls(
             seq, record["status"], tuple(inputs), output, tuple(record.get("tokens", ())),
-            tuple(system), tuple(record.get("system_tokens") or ()), path_tokens, shadow,
+            tuple(system), tuple(record.get("system_tokens") or ()), path_tokens, shadow, savings,
         )  # fmt: skip
 
 
@@ -99,6 +102,9 @@ class TurnDraft:
     """The prompt tokens the client's request would have cost as it sent it (the savings figures)."""
     shadow: JSONObject | None = None
     """A shadow turn's figures (`proxy/turn/shadow.py`); None for a managed turn."""
+    path_savings: JSONObject | None = None
+    """The savings totals of the path through the parent (`proxy/turn/savings.py`); the
+    recorder adds this turn's figures."""
 
     def record(
         self,
@@ -147,4 +153,6 @@ class TurnDraft:
             counted["client_tokens"] = self.client_tokens
         if self.shadow is not None:
             counted["shadow"] = self.shadow
+        if self.path_savings is not None:
+            counted["path_savings"] = self.path_savings
         return counted

@@ -49,6 +49,9 @@ class Usage:
     requests: int = 0
     tokens: int = 0
     refused: int = 0
+    saved_tokens: int = 0
+    """What composing saved in the period (negative: history supplied; `docs/savings.md`)."""
+    saved_usd: float = 0.0
 
 
 _OUTCOMES = ("admitted", "rate_limited", "quota")
@@ -85,11 +88,17 @@ class GatewayStore:
             second=second,
         )
 
-    async def settle(self, name: str, *, second: int, periods: Periods, delta: int) -> None:
-        """Correct an admission's reservation by `delta` tokens (actual - reserved)."""
+    async def settle(
+        self, name: str, *, second: int, periods: Periods, delta: int, saved: tuple[int, float] = (0, 0.0)
+    ) -> None:
+        """Correct an admission's reservation by `delta` tokens (actual - reserved), and count
+        its turn's `saved` (tokens, US dollars) in its periods."""
         keys = GatewayKeys(name)
         with mapped():
-            await self._settle(keys=[keys.tpm, keys.day(periods.day), keys.month(periods.month)], args=[second, delta])
+            await self._settle(
+                keys=[keys.tpm, keys.day(periods.day), keys.month(periods.month)],
+                args=[second, delta, saved[0], repr(saved[1])],
+            )
 
     async def create_key(self, name: str, policy: bytes) -> bool:
         """Register a run-time key; False when the name is taken."""
@@ -125,5 +134,6 @@ class GatewayStore:
 
 
 def _usage(fields: dict[Any, Any]) -> Usage:
-    values = {k.decode(): int(v) for k, v in fields.items()}
-    return Usage(requests=values.get("requests", 0), tokens=values.get("tokens", 0), refused=values.get("refused", 0))
+    values = {k.decode(): v for k, v in fields.items()}
+    counts = {k: int(values.get(k, 0)) for k in ("requests", "tokens", "refused", "saved_tokens")}
+    return Usage(**counts, saved_usd=float(values.get("saved_usd", 0)))

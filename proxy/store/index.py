@@ -33,6 +33,8 @@ class ListedSession:
     """The last answer's usage feedback: `prompt` (reported) and `local` (the proxy's count)."""
     model: str | None
     """The model of its head turn."""
+    savings: JSONObject | None = None
+    """The savings totals of the path to its head turn (`path_savings`; None before they were kept)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ async def _describe(client: Client, tenant: str, sessions: list[str]) -> list[Li
     for session, (created, updated, seq, window, usage, _), head in zip(sessions, metas, heads, strict=True):
         if updated is None:
             continue
+        record = orjson.loads(head) if head else {}
         listed.append(
             ListedSession(
                 session=session,
@@ -81,7 +84,8 @@ async def _describe(client: Client, tenant: str, sessions: list[str]) -> list[Li
                 turns=int(seq or 0),
                 window=window.decode() if window else "win_0",
                 usage=orjson.loads(usage) if usage else None,
-                model=orjson.loads(head).get("model") if head else None,
+                model=record.get("model"),
+                savings=record.get("path_savings"),
             )
         )
     return listed

@@ -156,6 +156,7 @@ def turn_recorder(
         path_tokens=None if plan.client.path_before is None else plan.client.path_before + sum(plan.new_tokens),
         client_tokens=plan.client.tokens,
         shadow=plan.shadow.to_json() if plan.shadow else None,
+        path_savings=plan.client.savings_before,
         system=plan.system[0] if plan.system else None,
         system_tokens=plan.system[1] if plan.system else [],
         door=plan.caller.door,

@@ -22,7 +22,7 @@ from proxy.sessions import Turn, TurnDraft
 from proxy.sessions.imported import Exchange, earlier_exchanges
 from proxy.turn.conversation import Conversation
 from proxy.turn.plan import TurnDeps
-from proxy.turn.savings import path_through
+from proxy.turn.savings import path_through, savings_through
 from proxy.types import JSONObject
 
 
@@ -37,6 +37,7 @@ async def import_exchanges(
         return conversation
     tokens = await deps.tokens.count_messages(encoder, reconciled.new_input[: exchanges[-1].end + 1])
     base = path_through(conversation.history, reconciled.parent, from_root=reconciled.from_root)
+    savings = savings_through(conversation.history, reconciled.parent, from_root=reconciled.from_root)
     records = [
         _record(
             conversation,
@@ -44,7 +45,7 @@ async def import_exchanges(
             tokens,
             encoder,
             request_id,
-            None if base is None else base + sum(tokens[: exchange.end]),
+            (None if base is None else base + sum(tokens[: exchange.end]), savings),
         )
         for exchange in exchanges
     ]
@@ -84,9 +85,10 @@ def _record(
     tokens: list[int],
     encoder: Encoder,
     request_id: str,
-    path_tokens: int | None,
+    path: tuple[int | None, JSONObject | None],
 ) -> JSONObject:
-    """An imported turn's record; `path_tokens` is the path through the parent plus its input."""
+    """An imported turn's record; `path`: its path's tokens through its input, and the path's
+    savings totals (an imported turn counts nothing, it carries them on)."""
     messages, hashes = conversation.reconciled.new_input, conversation.reconciled.new_hashes
     start, end = exchange.start, exchange.end
     draft = TurnDraft(
@@ -100,7 +102,8 @@ def _record(
         stream=False,
         context_tokens=0,
         imported=True,
-        path_tokens=path_tokens,
+        path_tokens=path[0],
+        path_savings=path[1],
     )
     return draft.record(
         status="completed", output=messages[end], output_tokens=tokens[end], output_hash=hashes[end], usage=None,

@@ -24,7 +24,9 @@ from proxy.gateway import Admission, settle
 from proxy.sessions import Turn, TurnDraft, message_hash
 from proxy.turn.outcome import Outcome
 from proxy.turn.plan import Plan, TurnDeps
+from proxy.turn.savings import with_turn
 from proxy.turn.status import cut_off
+from proxy.types import JSONObject
 
 
 class TurnRecorder:
@@ -84,18 +86,14 @@ class TurnRecorder:
             usage=outcome.usage,
             error=outcome.error,
         )
-        composed = self._shadow.composed_tokens if self._shadow else self._sent_tokens
-        if draft.client_tokens is not None and composed:
-            self.costs = turn_costs(self._price, outcome.usage, draft.client_tokens - composed)
-        if self.costs is not None:
-            record["cost_usd"], record["saved_cost_usd"] = self.costs
+        saved = self._count_savings(record, outcome.usage)
         usage = outcome.usage
         if self._rounds is not None:
             if self._rounds.rounds:
                 record["rounds"] = self._rounds.rounds
             usage = self._rounds.first_usage  # the answer that measured the composed context
         if not self._keep:  # nothing of the turn is kept; its gateway reservation is settled all the same
-            await settle(self._admission, outcome.status, outcome.usage)
+            await settle(self._admission, outcome.status, outcome.usage, saved)
             return
         feedback = None
         prompt_tokens = (usage or {}).get("prompt_tokens")
@@ -113,7 +111,26 @@ class TurnRecorder:
         )
         if self._paths is not None and self._parent is None and outcome.status == "completed":
             self._paths.extend((self._keys.tenant, self._keys.session), parent, Turn.from_record(self.seq, record))
-        await settle(self._admission, outcome.status, outcome.usage)
+        await settle(self._admission, outcome.status, outcome.usage, saved)
         if self._derived is not None and outcome.status == "completed" and record["hashes"]:
             keys = self._keys
             await self._derived.record(keys.tenant, record["hashes"][-1], keys.session, ttl_s=self._ttl_s)
+
+    def _count_savings(self, record: JSONObject, usage: JSONObject | None) -> tuple[int, float]:
+        """The turn's costs and its path's running totals, into `record`; returns what the
+        gateway key's periods count as saved (tokens, US dollars: managed turns only)."""
+        draft = self._draft
+        composed = (self._shadow.composed_tokens if self._shadow else self._sent_tokens) or 0
+        client = draft.client_tokens or 0
+        counted = draft.client_tokens is not None and composed > 0
+        if counted:
+            self.costs = turn_costs(self._price, usage, client - composed)
+        if self.costs is not None:
+            record["cost_usd"], record["saved_cost_usd"] = self.costs
+        if draft.path_savings is not None:  # an uncounted turn carries the totals on
+            record["path_savings"] = (
+                with_turn(draft.path_savings, client, composed, self.costs) if counted else draft.path_savings
+            )
+        if not counted or self._shadow is not None:
+            return (0, 0.0)
+        return (client - composed, self.costs[1] if self.costs else 0.0)

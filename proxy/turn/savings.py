@@ -11,6 +11,10 @@ kept, a parent outside the loaded history) or the client's part differs from the
 trimming client, rule 3), the matched messages are tokenized once; the turn recorded then
 carries the figure again. A delta client sent only its new input: its `saved` is negative,
 the history the proxy supplied.
+
+Each record also keeps `path_savings`, the running totals of the counted turns on its path
+(client tokens, tokens sent, cost, saved cost), so a session listing reads a session's
+totals from its head turn alone.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from proxy.sessions.reconcile import ROOT
 from proxy.turn.conversation import Conversation
 from proxy.types import JSONObject, Message
 
+NO_SAVINGS: JSONObject = {"client_tokens": 0, "sent_tokens": 0, "cost_usd": 0.0, "saved_cost_usd": 0.0}
+
 
 @dataclass(frozen=True)
 class ClientCount:
@@ -32,15 +38,41 @@ class ClientCount:
     """Leading block + conversation + request overhead, as the client's request carried them."""
     path_before: int | None
     """The tokens of the session's path through the turn the new input follows (None: unknown)."""
+    savings_before: JSONObject | None = None
+    """`Turn.path_savings` of the turn the new input follows (None: unknown)."""
+
+
+def savings_through(history: History, parent: int | None, *, from_root: bool) -> JSONObject | None:
+    """`Turn.path_savings` of the turn the new input follows, when the history ends with it
+    (one journaled before they were kept starts them); none from the root; else None."""
+    if from_root or parent == ROOT:
+        return NO_SAVINGS
+    if not history.units:  # no completed turn on the path yet, unless a compaction evicted them all
+        return NO_SAVINGS if history.window.boundary < 0 else None
+    last = history.units[-1].turns[-1]
+    if parent is not None and last.seq != parent:
+        return None
+    return last.path_savings or NO_SAVINGS
+
+
+def with_turn(before: JSONObject, client: int, sent: int, costs: tuple[float, float] | None) -> JSONObject:
+    """Running totals `before` plus one counted turn."""
+    cost, saved_cost = costs or (0.0, 0.0)
+    return {
+        "client_tokens": int(before["client_tokens"]) + client,
+        "sent_tokens": int(before["sent_tokens"]) + sent,
+        "cost_usd": float(before["cost_usd"]) + cost,
+        "saved_cost_usd": float(before["saved_cost_usd"]) + saved_cost,
+    }
 
 
 def path_through(history: History, parent: int | None, *, from_root: bool) -> int | None:
     """`Turn.path_tokens` of the turn the new input follows (the head for a delta client's
-    None), when the history ends with it; 0 from the root; else None."""
+    None), when the history ends with it; 0 from the root or on a path with no turn yet; else None."""
     if from_root or parent == ROOT:
         return 0
-    if not history.units:
-        return None
+    if not history.units:  # no completed turn on the path yet, unless a compaction evicted them all
+        return 0 if history.window.boundary < 0 else None
     last = history.units[-1].turns[-1]
     return last.path_tokens if parent is None or last.seq == parent else None
 
@@ -68,4 +100,5 @@ async def count_client(
             before = matched_tokens
     lead = sum(history.window.leading_tokens) if leading else 0
     overhead = request_overhead(encoder, body.get("tools"))
-    return ClientCount(lead + matched_tokens + sum(new_tokens) + overhead, before)
+    savings = savings_through(history, reconciled.parent, from_root=reconciled.from_root)
+    return ClientCount(lead + matched_tokens + sum(new_tokens) + overhead, before, savings)

@@ -24,7 +24,8 @@ function polyline(points, cls) {
 // turns: the journal's turns (seq order); limits: {context_window, trigger}; onTurn(seq) selects a turn.
 export function renderChart(turns, windows, limits, onTurn) {
   const reported = turns.map((t) => (t.usage && t.usage.prompt_tokens) || null);
-  const counted = turns.map((t) => t.context_tokens || null);
+  // a shadow turn sent the client's own prompt: its line is what managed mode would have sent
+  const counted = turns.map((t) => (t.shadow ? t.shadow.composed_tokens : t.context_tokens) || null);
   const client = turns.map((t) => (t.saved_tokens === null || t.saved_tokens === undefined ? null : t.client_tokens));
   const top = Math.max(limits.context_window || 0, ...reported.filter(Boolean), ...counted.filter(Boolean),
     ...client.filter(Boolean), 1) * 1.06;
@@ -78,7 +79,7 @@ export function renderChart(turns, windows, limits, onTurn) {
     const v = reported[i] ?? counted[i];
     if (v === null) return;
     const dot = svg("circle", { class: `dot status-${t.status}`, cx: x(i), cy: y(v), r: 3.5, "data-seq": t.seq },
-      svg("title", { text: `turn #${t.seq} · ${t.status} · ${t.window}\nreported ${fmtInt(reported[i])} · proxy ${fmtInt(counted[i])}`
+      svg("title", { text: `turn #${t.seq} · ${t.status} · ${t.window}${t.shadow ? " · shadow" : ""}\nreported ${fmtInt(reported[i])} · proxy ${t.shadow ? "would send " : ""}${fmtInt(counted[i])}`
         + (client[i] === null ? "" : ` · client ${fmtInt(client[i])} · saved ${fmtInt(t.saved_tokens)}`) }));
     dot.addEventListener("click", () => onTurn(t.seq));
     plot.append(dot);
@@ -86,7 +87,7 @@ export function renderChart(turns, windows, limits, onTurn) {
 
   const legend = el("div", { class: "legend" },
     el("span", { class: "key-reported" }, "reported prompt tokens (usage)"),
-    el("span", { class: "key-counted" }, "the proxy's count (X-Context-Tokens)"),
+    el("span", { class: "key-counted" }, "the proxy's count (X-Context-Tokens; a shadow turn's: what it would send)"),
     el("span", { class: "key-client" }, "the client's prompt as sent (saved: the gap to the proxy's count)"),
     el("span", { class: "key-limit" }, "context window"),
     el("span", { class: "key-trigger" }, "compaction trigger"),

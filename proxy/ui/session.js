@@ -40,7 +40,7 @@ export async function renderSession(root, api, session) {
         el("span", { class: "chip" }, `${journal.branches.length} branch${journal.branches.length === 1 ? "" : "es"}`),
         el("span", { class: "chip window" }, `window ${journal.window.current}`),
         el("span", { class: "chip" }, `${fmtInt(journal.totals.prompt_tokens)} prompt + ${fmtInt(journal.totals.completion_tokens)} completion tokens`),
-        savedChip(journal.totals),
+        savedChip(journal.totals, journal.turns.some((t) => t.shadow)),
         failures.length ? el("span", { class: "chip status-failed" }, `${failures.length} failed compaction${failures.length > 1 ? "s" : ""}`) : null,
         el("span", { class: "muted" }, `created ${fmtTime(journal.created)} · last used ${fmtTime(journal.updated)}`))),
     el("section", { class: "panel", id: "chart-panel" }, el("h2", { text: "Prompt tokens per turn" }), renderChart(journal.turns, journal.windows, next, select)),
@@ -125,12 +125,13 @@ function renderWindows(journal, events, renderer) {
 const DOORS = { responses: "Responses API", messages: "Messages API" };
 
 // What composing saved over the session's counted turns (docs/savings.md); none before any was counted.
-function savedChip(totals) {
+function savedChip(totals, shadow) {
   if (!totals.client_tokens) return null;
   const saved = totals.saved_tokens;
   const money = totals.cost_usd || totals.saved_cost_usd ? ` ($${totals.saved_cost_usd.toFixed(4)} of $${(totals.cost_usd + totals.saved_cost_usd).toFixed(4)})` : "";
-  const text = saved >= 0 ? `saved ${fmtInt(saved)} of ${fmtInt(totals.client_tokens)} client tokens${money}`
-    : `history supplied: ${fmtInt(-saved)} tokens`;
+  const text = saved >= 0
+    ? `${shadow ? "shadow: would have saved" : "saved"} ${fmtInt(saved)} of ${fmtInt(totals.client_tokens)} client tokens${money}`
+    : `${shadow ? "shadow: would supply" : "history supplied:"} ${fmtInt(-saved)} tokens`;
   return el("span", { class: "chip saved", id: "saved-total", title: "the client's prompts less what the proxy sent, over the counted turns" }, text);
 }
 

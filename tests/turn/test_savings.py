@@ -4,13 +4,17 @@ the access line and /metrics."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
+from proxy.app_state import GATEWAY, SETTINGS
+from proxy.cli import main
 from proxy.config import PriceSettings, Settings, settings_from_mapping
 from tests.conftest import Proxy, ProxyFactory, make_settings, replace_context
 from tests.exposition import samples
@@ -22,6 +26,14 @@ from tests.handlers.test_sessions import session_json
 async def _scrape(proxy: Proxy) -> dict[Any, float]:
     async with aiohttp.ClientSession() as http, http.get(proxy.url + "/metrics") as response:
         return samples(await response.text())
+
+
+async def _listed(proxy: Proxy, session: str) -> dict[str, Any]:
+    """The session's item in `GET /v1/sessions`."""
+    headers = {"Authorization": "Bearer sk-test"}
+    async with aiohttp.ClientSession() as http, http.get(proxy.url + "/v1/sessions", headers=headers) as response:
+        (item,) = [s for s in (await response.json())["data"] if s["id"] == session]
+        return item  # type: ignore[no-any-return]
 
 
 async def _chat(
@@ -96,6 +108,9 @@ async def test_under_summarize_the_client_count_survives_compactions_and_reaches
     summarizer_cost = sum(u["prompt_tokens"] + 2 * u["completion_tokens"] for u in summarized) / 1e6
     assert totals["summarizer_cost_usd"] == pytest.approx(summarizer_cost, abs=1e-6) and summarizer_cost > 0
     assert totals["summarizer_tokens"] == sum(u["total_tokens"] for u in summarized)
+    listed = await _listed(proxy, "long")
+    assert (listed["client_tokens"], listed["saved_tokens"]) == (totals["client_tokens"], totals["saved_tokens"])
+    assert (listed["cost_usd"], listed["saved_cost_usd"]) == (totals["cost_usd"], totals["saved_cost_usd"])
     metrics = await _scrape(proxy)
     label = (("mode", "managed"), ("model", "tiny-model"))
     assert metrics[("context_proxy_client_prompt_tokens_total", label)] == sum(client_prompts)
@@ -128,6 +143,8 @@ async def test_a_long_first_request_counts_its_imported_exchanges_and_the_next_t
     answered = [t for t in journal["turns"] if not t["imported"]]
     assert [t["client_tokens"] for t in answered] == prompts
     assert all(t["client_tokens"] is None for t in journal["turns"] if t["imported"])
+    listed = await _listed(proxy, "arrives-long")
+    assert listed["client_tokens"] == sum(prompts) and listed["saved_tokens"] == journal["totals"]["saved_tokens"]
 
 
 async def test_a_trimming_client_is_counted_as_it_sent_its_window(proxy: Proxy) -> None:
@@ -147,8 +164,13 @@ async def test_a_trimming_client_is_counted_as_it_sent_its_window(proxy: Proxy) 
     assert journal["turns"][-1]["saved_tokens"] < 0, "the proxy recomposed the whole history"
 
 
-async def test_the_access_line_and_the_gateway_key_series_carry_the_figures(
-    start_proxy: ProxyFactory, fake: FakeOpenAI, flushed_redis: str, caplog: pytest.LogCaptureFixture
+async def test_the_access_line_the_gateway_key_series_and_its_periods_carry_the_figures(
+    start_proxy: ProxyFactory,
+    fake: FakeOpenAI,
+    flushed_redis: str,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     settings = make_settings(flushed_redis, fake.url, strategy="full")  # type: ignore[attr-defined]
     gateway = settings_from_mapping({"gateway": {"keys": [{"name": "team", "key": "sk-gw-team"}]}}).gateway
@@ -166,3 +188,19 @@ async def test_the_access_line_and_the_gateway_key_series_carry_the_figures(
     assert metrics[("context_proxy_gateway_saved_tokens_total", key)] == sum(f["saved_tokens"] for f in fields)
     cost = metrics[("context_proxy_gateway_cost_usd_total", key)]
     assert cost == pytest.approx(sum(float(f["cost_usd"]) for f in fields), abs=1e-5)
+    saved = sum(f["saved_tokens"] for f in fields)
+    assert saved < 0, "a delta client: history supplied"
+    (row,) = await proxy.app[GATEWAY].admin.list()
+    for period in ("day", "month"):
+        assert row["usage"][period]["saved_tokens"] == saved
+        assert row["usage"][period]["saved_usd"] == pytest.approx(saved * 0.15 / 1e6), "at gpt-4o-mini's input price"
+    config = tmp_path / "c.yaml"
+    redis = proxy.app[SETTINGS].redis
+    config.write_text(
+        f"redis:\n  url: {redis.url}\n  cluster: {str(redis.cluster).lower()}\n"
+        "gateway:\n  keys: [{name: team, key: sk-gw-team}]\n"
+    )
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["--config", str(config), "keys", "list"]) == 0
+    (line,) = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("team ")]
+    assert int(line[-3]) == saved
