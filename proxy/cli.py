@@ -78,6 +78,9 @@ def _add_keys_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     create.add_argument("--budget-tokens", type=int, help="tokens per budget period")
     create.add_argument("--budget-period", choices=("day", "month"), default="day")
     create.add_argument("--models", nargs="+", metavar="GLOB", help="allow-list of model globs (default: any)")
+    create.add_argument(
+        "--mode", choices=("managed", "shadow"), help="the key's turns: managed, or shadow (counted only)"
+    )
     actions.add_parser("list", help="every key with its limits and this period's usage (never a key)")
     revoke = actions.add_parser("revoke", help="revoke a run-time key")
     revoke.add_argument("name")
@@ -149,7 +152,8 @@ async def _keys(settings: Settings, args: argparse.Namespace) -> int:
         admin = Gateway(settings, store).admin
         if args.action == "create":
             flags = {"name": args.name, "models": args.models, "rpm": args.rpm, "tpm": args.tpm,
-                     "budget_tokens": args.budget_tokens, "budget_period": args.budget_period}  # fmt: skip
+                     "budget_tokens": args.budget_tokens, "budget_period": args.budget_period,
+                     "mode": args.mode}  # fmt: skip
             policy, secret = await admin.create({k: v for k, v in flags.items() if v is not None})
             print(secret)
             print(f"created gateway key {policy.name}; the key is shown this once", file=sys.stderr)

@@ -221,6 +221,8 @@ class GatewayKeySettings:
     tpm: int | None = checks.checked(checks.positive, None)
     budget_tokens: int | None = checks.checked(checks.positive, None)
     budget_period: str = checks.checked(checks.one_of(*BUDGET_PERIODS), "day")
+    mode: str | None = checks.checked(checks.one_of(*MODES), None)
+    """`managed` or `shadow` for this key's turns, over `context.mode` and the model's (`docs/savings.md`)."""
 
 
 @dataclass(frozen=True)

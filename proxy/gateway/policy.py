@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from proxy.config import BUDGET_PERIODS, GatewayKeySettings, key_name_problem
+from proxy.config import BUDGET_PERIODS, MODES, GatewayKeySettings, key_name_problem
 from proxy.errors import BadRequest
 
 SECRET_PREFIX = "cp-"
@@ -35,6 +35,8 @@ class KeyPolicy:
     source: str = "runtime"
     """config (from `gateway.keys`) | runtime (created through the CLI or the admin API)."""
     created: int = 0
+    mode: str | None = None
+    """`managed` or `shadow` for this key's turns; None: the model's or `context.mode`."""
 
     def allows(self, model: str | None) -> bool:
         """Whether the allow-list covers `model`; a request that names no model is allowed."""
@@ -73,12 +75,13 @@ def from_settings(key: GatewayKeySettings) -> KeyPolicy:
         budget_tokens=key.budget_tokens,
         budget_period=key.budget_period,
         source="config",
+        mode=key.mode,
     )
 
 
 def new_policy(fields: Mapping[str, Any], secret: str) -> KeyPolicy:
     """A run-time key's policy from the admin API's JSON (or the CLI's flags); 400 naming a bad field."""
-    unknown = set(fields) - {"name", "models", "rpm", "tpm", "budget_tokens", "budget_period"}
+    unknown = set(fields) - {"name", "models", "rpm", "tpm", "budget_tokens", "budget_period", "mode"}
     if unknown:
         raise BadRequest(f"unknown field {min(unknown)!r}", param=min(unknown), code="unknown_parameter")
     problem = key_name_problem(fields.get("name"))
@@ -93,6 +96,9 @@ def new_policy(fields: Mapping[str, Any], secret: str) -> KeyPolicy:
     period = fields.get("budget_period", "day")
     if period not in BUDGET_PERIODS:
         raise BadRequest(f"budget_period: must be day or month, got {period!r}", param="budget_period")
+    mode = fields.get("mode")
+    if mode is not None and mode not in MODES:
+        raise BadRequest(f"mode: must be managed or shadow, got {mode!r}", param="mode", code="invalid_value")
     return KeyPolicy(
         name=fields["name"],
         sha256=hash_secret(secret),
@@ -102,6 +108,7 @@ def new_policy(fields: Mapping[str, Any], secret: str) -> KeyPolicy:
         budget_tokens=budget_tokens,
         budget_period=period,
         created=int(time.time()),
+        mode=mode,
     )
 
 

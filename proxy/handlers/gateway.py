@@ -101,7 +101,7 @@ def caller_of(
     principal = request[PRINCIPAL]
     return Caller(
         principal.tenant, session, principal.upstream_authorization, request.headers, request[REQUEST_ID],
-        gate(request), door=door, door_id=door_id, keep=keep,
+        gate(request), door=door, door_id=door_id, mode=principal.key.mode if principal.key else None, keep=keep,
     )  # fmt: skip
 
 

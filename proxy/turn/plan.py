@@ -65,6 +65,8 @@ class Caller:
     """The client API the request came through: recorded with the turn, nothing else reads it."""
     door_id: str | None = None
     """The id that API gives the answer (a Responses API response's), recorded with the turn."""
+    mode: str | None = None
+    """The caller's gateway key's `mode` (`managed` or `shadow`); None: the model's or `context.mode`."""
     keep: bool = True
     """False: nothing of the turn is kept (a Responses API request with `store: false`): the
     conversation is the request's own, composed under budget, and neither journaled nor given

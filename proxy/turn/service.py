@@ -91,7 +91,7 @@ class TurnService:
             forced=await self._tools.forced(chat.model, conversation.keys, window_id),
             client=client,
         )
-        if caller.keep and d.settings.context.mode_for(chat.model) == "shadow":
+        if caller.keep and (caller.mode or d.settings.context.mode_for(chat.model)) == "shadow":
             return await self._shadow(plan)
         plan, fitted, budget = await self._fit_under_budget(plan)
         admission = await caller.gate(fitted.tokens + sum(plan.new_tokens) + plan.overhead + chat.max_output_tokens)

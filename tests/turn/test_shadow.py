@@ -16,10 +16,13 @@ from proxy.compaction.strategies import StrategyRegistry
 from proxy.config import ContextSettings, Settings
 from proxy.context.compose import build_history
 from proxy.context.window import Window
+from proxy.errors import BadRequest
+from proxy.gateway.policy import new_policy
 from proxy.turn.shadow import shadow_history, simulated
 from tests.conftest import Proxy, ProxyFactory, make_settings, replace_context
 from tests.context.factories import turn
 from tests.fake_upstream import FakeOpenAI
+from tests.gateway.conftest import gateway_settings
 from tests.handlers.test_overflow import SYSTEM, filler
 from tests.handlers.test_sessions import session_json
 
@@ -100,3 +103,18 @@ async def test_sixty_shadow_turns_forward_the_client_s_messages_and_count_what_m
     _, journal = await session_json(managed, "shadowed")
     assert len(journal["turns"]) == 61 and journal["turns"][-1]["shadow"] is None
     assert journal["window"]["current"] == "win_1", "the session was kept"
+
+
+async def test_a_gateway_key_in_shadow_mode_shadows_its_turns_only(
+    start_proxy: ProxyFactory, fake: FakeOpenAI, flushed_redis: str
+) -> None:
+    keys = [{"name": "trial", "key": "sk-gw-trial", "mode": "shadow"}, {"name": "team", "key": "sk-gw-team"}]
+    proxy = await start_proxy(gateway_settings(flushed_redis, fake.url, keys=keys))  # type: ignore[attr-defined]
+    for key in ("sk-gw-trial", "sk-gw-team"):
+        client = proxy.client(key, default_headers={"X-Session-Id": "same-name"})
+        await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    _, trial = await session_json(proxy, "same-name", key="sk-gw-trial")
+    _, team = await session_json(proxy, "same-name", key="sk-gw-team")
+    assert trial["turns"][0]["shadow"] is not None and team["turns"][0]["shadow"] is None
+    with pytest.raises(BadRequest, match="mode: must be managed or shadow"):
+        new_policy({"name": "x", "mode": "dry-run"}, "secret")
