@@ -14,7 +14,7 @@ reuses the same steps.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 import orjson
@@ -50,6 +50,24 @@ from proxy.turn.savings import count_client
 from proxy.turn.shadow import estimating_summarizer, last_state, shadow_history, shadow_turn, simulated
 from proxy.types import Message
 from proxy.upstream import Answer
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A plan fitted under its budget: what the forward step sends."""
+
+    plan: Plan
+    fitted: Fitted
+    budget: Budget
+
+
+@dataclass(frozen=True)
+class Tried:
+    """One forward of a fitted plan: what it came to, and the request it sent."""
+
+    fit: Fit
+    attempt: Attempt
+    prepared: Prepared
 
 
 class TurnService:
@@ -93,18 +111,20 @@ class TurnService:
         )
         if caller.keep and (caller.mode or d.settings.context.mode_for(chat.model)) == "shadow":
             return await self._shadow(plan)
-        plan, fitted, budget = await self._fit_under_budget(plan)
+        fit = await self._fit_under_budget(plan)
+        plan, fitted = fit.plan, fit.fitted
         admission = await caller.gate(fitted.tokens + sum(plan.new_tokens) + plan.overhead + chat.max_output_tokens)
-        attempt, prepared = await self._forward(plan, fitted, budget)
+        tried = await self._forward(fit)
+        attempt = tried.attempt
         if not isinstance(attempt, ProxyError) and fitted.result is None and await self._window_learned(plan, attempt):
             attempt.close()
             plan = replace(plan, strategy=without_server(plan.strategy))  # server(x): x compacts now
-            plan, fitted, budget = await self._fit_under_budget(plan)
-            attempt, prepared = await self._forward(plan, fitted, budget)
-        plan, fitted, budget, (attempt, prepared) = await self._fall_back(plan, fitted, budget, (attempt, prepared))
-        if isinstance(attempt, ProxyError):
-            raise attempt
-        answer = attempt
+            tried = await self._forward(await self._fit_under_budget(plan))
+        tried = await self._fall_back(tried)
+        plan, fitted, budget, prepared = tried.fit.plan, tried.fit.fitted, tried.fit.budget, tried.prepared
+        if isinstance(tried.attempt, ProxyError):
+            raise tried.attempt
+        answer = tried.attempt
         if not prepared.tools:
             return ActiveTurn(self.deps, plan, fitted, budget, answer, prepared.extra_tokens, admission=admission)
         sent = fitted.tokens + sum(plan.new_tokens) + prepared.extra_tokens
@@ -150,26 +170,23 @@ class TurnService:
         loaded = Fitted(conversation.history, conversation.history.total)  # the stored window, unchanged
         return ActiveTurn(d, plan, loaded, budget, answer, admission=admission)
 
-    async def _fall_back(
-        self, plan: Plan, fitted: Fitted, budget: Budget, sent: tuple[Attempt, Prepared]
-    ) -> tuple[Plan, Fitted, Budget, tuple[Attempt, Prepared]]:
+    async def _fall_back(self, tried: Tried) -> Tried:
         """The model's `fallbacks`, in order, while the last attempt calls for one; each is
         re-fitted to its own window first (compacted with the session's strategy if the
         context does not fit it). A fallback whose window cannot hold the turn is skipped."""
-        requested = plan
+        requested = tried.fit.plan
         for model in self.deps.settings.context.for_model(requested.chat.model).fallbacks:
-            reason = fallback_reason(sent[0])
+            reason = fallback_reason(tried.attempt)
             if reason is None:
                 break
             try:
-                retry, retry_fitted, retry_budget = await self._fit_under_budget(await self._retarget(requested, model))
+                retry = await self._fit_under_budget(await self._retarget(requested, model))
             except ContextTooLarge:
                 continue
-            discard(sent[0])
+            discard(tried.attempt)
             self.deps.events.emit(FallbackUsed(requested.chat.model, model, reason, requested.caller.request_id))
-            plan, fitted, budget = retry, retry_fitted, retry_budget
-            sent = await self._forward(plan, fitted, budget)
-        return plan, fitted, budget, sent
+            tried = await self._forward(retry)
+        return tried
 
     async def _retarget(self, plan: Plan, model: str) -> Plan:
         """The plan for a fallback model: its request, encoder, counts and compression model."""
@@ -228,7 +245,7 @@ class TurnService:
         history = history.with_leading(leading, tokens, hashes)
         return replace(conversation, history=history), (leading, tokens)
 
-    async def _fit_under_budget(self, plan: Plan) -> tuple[Plan, Fitted, Budget]:
+    async def _fit_under_budget(self, plan: Plan) -> Fit:
         """Check the budget, compact if the strategy says so, and land what happened.
 
         One compaction per session at a time, computed from the stored window: a request that
@@ -261,7 +278,7 @@ class TurnService:
             finally:
                 await claim.release()
             span.set("context.compaction", fitting(fitted))
-        return plan, fitted, budget
+        return Fit(plan, fitted, budget)
 
     @property
     def _claim_ttl_s(self) -> float:
@@ -330,8 +347,9 @@ class TurnService:
             chat.model, plan.encoder, max_output_tokens=chat.max_output_tokens, overhead=plan.overhead
         )
 
-    async def _forward(self, plan: Plan, fitted: Fitted, budget: Budget) -> tuple[Attempt, Prepared]:
+    async def _forward(self, fit: Fit) -> Tried:
         """Compose and send; an upstream that cannot be reached in time is an attempt too (fallbacks follow it)."""
+        plan, fitted, budget = fit.plan, fit.fitted, fit.budget
         conversation, strategy = plan.conversation, plan.strategy
         compacts = server_params(strategy) is None and strategy.name != "full"  # else no handoff notice
         fill = Fill(
@@ -341,9 +359,9 @@ class TurnService:
         new_input = sent_input(conversation.reconciled.new_input, self.deps.settings.context)
         prepared = await self._tools.prepare(plan.chat, fitted, new_input, keys=conversation.keys, fill=fill)
         try:
-            return await self._send(plan, prepared.chat, prepared.messages_json), prepared
+            return Tried(fit, await self._send(plan, prepared.chat, prepared.messages_json), prepared)
         except (UpstreamUnavailable, UpstreamTimeout) as exc:
-            return exc, prepared
+            return Tried(fit, exc, prepared)
 
     async def _send(self, plan: Plan, chat: ChatRequest, messages_json: bytes) -> Answer:
         d = self.deps
