@@ -43,14 +43,16 @@ def history(depth: int) -> list[Message]:
 def _records(depth: int) -> list[tuple[JSONObject, list[str]]]:
     encoder = tiktoken.get_encoding(FALLBACK_ENCODING)
     records = []
+    path = 0  # the conversation's tokens through the turn before, as the recorder keeps them
     for n in range(depth):
         inputs = [user_message(n)]
+        input_tokens = [count_message(encoder, m) for m in inputs]
         output = assistant_message(n)
         system = [SYSTEM] if n == 0 else None  # the first turn carries the session's system prompt
         draft = TurnDraft(
             model="bench-model",
             input=inputs,
-            input_tokens=[count_message(encoder, m) for m in inputs],
+            input_tokens=input_tokens,
             input_hashes=[message_hash(m) for m in inputs],
             encoding=FALLBACK_ENCODING,
             request_id=f"req_bench_{n}",
@@ -59,12 +61,14 @@ def _records(depth: int) -> list[tuple[JSONObject, list[str]]]:
             context_tokens=0,
             system=system,
             system_tokens=[count_message(encoder, m) for m in system or ()],
+            path_tokens=path + sum(input_tokens),
         )
         record = draft.record(
             status="completed", output=output, output_tokens=count_message(encoder, output),
             output_hash=message_hash(output), usage=None, error=None,
         )  # fmt: skip
         records.append((record, record["hashes"]))
+        path = record["path_tokens"]
     return records
 
 
