@@ -10,14 +10,12 @@ latest user block, which moves each turn.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import anthropic
 import orjson
 import pytest
-from aiohttp.test_utils import TestServer
 
 from proxy.compaction.prompts import SUMMARIZE_INSTRUCTIONS, SUMMARY_PREFIX
 from proxy.config import settings_from_mapping
@@ -38,14 +36,6 @@ TOOLS = [
     {"name": "Bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"q": {}}}},
 ]
 TURNS = 30
-
-
-@pytest.fixture
-async def fake_claude(aiohttp_server: Callable[..., Awaitable[TestServer]]) -> FakeAnthropic:
-    fake = FakeAnthropic()
-    server = await aiohttp_server(fake.app())
-    fake.url = str(server.make_url("/v1"))  # type: ignore[attr-defined]
-    return fake
 
 
 @pytest.fixture

@@ -9,13 +9,11 @@ received is what the model saw.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import anthropic
 import pytest
-from aiohttp.test_utils import TestServer
 
 from proxy.config import settings_from_mapping
 from tests.conftest import Proxy, ProxyFactory, make_settings
@@ -149,14 +147,6 @@ async def test_a_quota_probe_makes_no_session(proxy: Proxy) -> None:
     )
     assert "x-session-id" not in raw.headers
     assert (await get_json(proxy, "/v1/sessions"))["data"] == []
-
-
-@pytest.fixture
-async def fake_claude(aiohttp_server: Callable[..., Awaitable[TestServer]]) -> FakeAnthropic:
-    fake = FakeAnthropic()
-    server = await aiohttp_server(fake.app())
-    fake.url = str(server.make_url("/v1"))  # type: ignore[attr-defined]
-    return fake
 
 
 @pytest.fixture

@@ -8,12 +8,10 @@ Anthropic upstream and the Chat Completions door in front of the fake OpenAI one
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anthropic
 import pytest
-from aiohttp.test_utils import TestServer
 
 from proxy.compaction.strategies import Server, Strategy, StrategyRegistry, server_params
 from proxy.compaction.strategies.server import on_route, with_server_params
@@ -83,14 +81,6 @@ def test_the_config_key_is_checked(value: Any, problem: str) -> None:
     with pytest.raises(ConfigError, match=problem):
         settings_from_mapping({"context": {"server": {"anthropic": value}}})
     assert settings_from_mapping({"context": {"server": {"anthropic": CLEAR}}}).context.server.anthropic == CLEAR
-
-
-@pytest.fixture
-async def fake_claude(aiohttp_server: Callable[..., Awaitable[TestServer]]) -> FakeAnthropic:
-    fake = FakeAnthropic()
-    server = await aiohttp_server(fake.app())
-    fake.url = str(server.make_url("/v1"))  # type: ignore[attr-defined]
-    return fake
 
 
 @pytest.fixture
