@@ -17,6 +17,7 @@ import orjson
 
 from proxy import __version__, logs, tracing
 from proxy.app import create_app
+from proxy.compaction.breaker import CLOSED
 from proxy.config import LOG_FORMATS, Settings, config_file, load_settings, with_overrides
 from proxy.errors import ConfigError, ProxyError
 from proxy.events import EventBus
@@ -223,7 +224,7 @@ async def _sessions(settings: Settings, args: argparse.Namespace) -> int:
             print(f"cleared session {keys.session}: window {cleared['window']}, {len(cleared['cleared_turns'])} turns")
             return 0
         if args.action == "reset-breaker":
-            await store.reset_breaker(keys)
+            await store.reset_breaker(keys, CLOSED)
             print(f"circuit breaker closed for session {keys.session}")
             return 0
         dump = await store.read_session(keys)

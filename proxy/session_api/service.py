@@ -9,7 +9,7 @@ from __future__ import annotations
 from proxy.config import Settings
 from proxy.context.compose import compose_messages
 from proxy.context.tokens import TokenCounter, count_messages
-from proxy.context.window import archive_uri
+from proxy.context.window import FIRST_WINDOW, archive_uri
 from proxy.events import EventBus
 from proxy.session_api.clear import clear_context
 from proxy.session_api.feedback import parse_feedback
@@ -45,7 +45,7 @@ class SessionAPI:
             return None
         data: list[JSONObject] = [
             {"id": s.session, "object": "session", "created": s.created, "last_used": s.last_used,
-             "turns": s.turns, "window": s.window, "model": s.model,
+             "turns": s.turns, "window": s.window or FIRST_WINDOW, "model": s.model,
              "tokens": (s.usage or {}).get("local"), "prompt_tokens": (s.usage or {}).get("prompt"),
              **listed_savings(s.savings)}
             for s in page.sessions

@@ -28,7 +28,8 @@ class ListedSession:
     created: int
     last_used: int
     turns: int
-    window: str
+    window: str | None
+    """None: the session's first window (none was stored yet)."""
     usage: JSONObject | None
     """The last answer's usage feedback: `prompt` (reported) and `local` (the proxy's count)."""
     model: str | None
@@ -82,7 +83,7 @@ async def _describe(client: Client, tenant: str, sessions: list[str]) -> list[Li
                 created=int(created or 0),
                 last_used=int(updated),
                 turns=int(seq or 0),
-                window=window.decode() if window else "win_0",
+                window=window.decode() if window else None,
                 usage=orjson.loads(usage) if usage else None,
                 model=record.get("model"),
                 savings=record.get("path_savings"),

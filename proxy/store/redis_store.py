@@ -353,9 +353,10 @@ class Store:
             deleted, _ = await pipe.execute()
         return bool(deleted)
 
-    async def reset_breaker(self, keys: SessionKeys) -> None:
+    async def reset_breaker(self, keys: SessionKeys, closed: str) -> None:
+        """Store `closed` (the breaker's closed state) as the session's breaker."""
         with mapped():
-            await self._redis.hset(keys.meta, "breaker", "0")
+            await self._redis.hset(keys.meta, "breaker", closed)
 
     async def page_sessions(self, tenant: str, *, after: str | None, limit: int) -> SessionPage | None:
         """The tenant's sessions, most recently used first, `limit` after the session `after`.
@@ -380,12 +381,15 @@ class Store:
         with mapped():
             return bool(await self._redis.set(key, token, nx=True, px=int(ttl_s * 1000)))
 
-    async def claim_compaction(self, keys: SessionKeys, token: str, ttl_s: float, *, window_id: str) -> bool:
+    async def claim_compaction(
+        self, keys: SessionKeys, token: str, ttl_s: float, *, window_id: str, first_window: str
+    ) -> bool:
         """Take the session's compaction lock if it is free and the stored window is still
-        `window_id` (one atomic step); False when another holds it or the window moved on."""
+        `window_id` (`first_window` when none was stored yet; one atomic step); False when
+        another holds it or the window moved on."""
         with mapped():
             taken = await self._claim_compaction(
-                keys=[keys.compaction_lock, keys.meta], args=[token, int(ttl_s * 1000), window_id]
+                keys=[keys.compaction_lock, keys.meta], args=[token, int(ttl_s * 1000), window_id, first_window]
             )
         return bool(taken)
 

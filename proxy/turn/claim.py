@@ -19,6 +19,7 @@ import asyncio
 import uuid
 from dataclasses import dataclass
 
+from proxy.context.window import FIRST_WINDOW
 from proxy.store import SessionKeys, Store
 
 POLL_S = 0.05
@@ -55,7 +56,7 @@ class CompactionClaim:
             else:
                 window = self._window
                 self.held = await self._store.claim_compaction(
-                    window.keys, self._token, self._ttl_s, window_id=window.window_id
+                    window.keys, self._token, self._ttl_s, window_id=window.window_id, first_window=FIRST_WINDOW
                 )
         return self.held
 
