@@ -18,7 +18,7 @@ from proxy.context.window import Window, archive_uri
 from proxy.errors import Conflict
 from proxy.events import ContextCleared, EventBus
 from proxy.sessions import Identity
-from proxy.store import Archive, SessionKeys, Store
+from proxy.store import Archive, Store
 from proxy.turn.conversation import load_conversation
 from proxy.turn.paths import PathCache
 from proxy.types import JSONObject
@@ -40,9 +40,9 @@ def fresh_window(history: History) -> Window:
 
 async def clear_context(store: Store, paths: PathCache, identity: Identity, events: EventBus, ttl_s: int) -> JSONObject:
     """Clear an existing session's context; `Conflict` if it kept changing meanwhile."""
-    keys = SessionKeys(identity.tenant, identity.session)
+    keys = identity.keys
     for _ in range(_ATTEMPTS):
-        paths.discard((identity.tenant, identity.session))
+        paths.discard(identity.keys)
         conversation = await load_conversation(store, paths, identity, [])
         history = conversation.history
         window = fresh_window(history)
@@ -61,7 +61,7 @@ async def clear_context(store: Store, paths: PathCache, identity: Identity, even
             ttl_s=ttl_s,
         )
         if landed:
-            paths.discard((identity.tenant, identity.session))
+            paths.discard(identity.keys)
             events.emit(event)
             return {"id": identity.session, "object": "session.cleared", "window": window.current,
                     "cleared_turns": list(seqs)}  # fmt: skip

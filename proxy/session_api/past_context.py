@@ -17,7 +17,7 @@ from proxy.context.tokens import TokenCounter
 from proxy.session_api.replay import Replay, replay_next, replay_turn
 from proxy.session_api.service import SessionNotFound
 from proxy.sessions import Identity
-from proxy.store import SessionKeys, Store
+from proxy.store import Store
 from proxy.turn.windows import ModelWindows
 from proxy.types import JSONObject
 
@@ -33,7 +33,7 @@ class PastContexts:
 
     async def context(self, identity: Identity, seq: int | None, model: str | None) -> JSONObject:
         """Turn `seq`'s messages as sent (None: the next request's); SessionNotFound if there is no such turn."""
-        dump = await self._store.read_session(SessionKeys(identity.tenant, identity.session))
+        dump = await self._store.read_session(identity.keys)
         if dump is None:
             raise SessionNotFound(f"no session {identity.session!r} for this API key")
         records = {t.seq: t.record for t in dump.turns}

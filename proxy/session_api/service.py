@@ -16,7 +16,7 @@ from proxy.session_api.feedback import parse_feedback
 from proxy.session_api.savings import listed_savings
 from proxy.session_api.view import session_view
 from proxy.sessions import Identity
-from proxy.store import SessionKeys, Store
+from proxy.store import Store
 from proxy.turn.conversation import load_conversation
 from proxy.turn.paths import PathCache
 from proxy.turn.projection import sent_history
@@ -59,7 +59,7 @@ class SessionAPI:
         }
 
     async def journal(self, identity: Identity) -> JSONObject:
-        dump = await self._store.read_session(SessionKeys(identity.tenant, identity.session))
+        dump = await self._store.read_session(identity.keys)
         if dump is None:
             raise SessionNotFound(f"no session {identity.session!r} for this API key")
         return session_view(identity.session, dump, self._settings.context.price_for)
@@ -84,7 +84,7 @@ class SessionAPI:
 
     async def archived_span(self, identity: Identity, archive_id: str) -> JSONObject:
         """An evicted span, as a summary cites it."""
-        span = await self._store.read_archive(SessionKeys(identity.tenant, identity.session), archive_id)
+        span = await self._store.read_archive(identity.keys, archive_id)
         if span is None:
             raise SessionNotFound(f"no archive {archive_id!r} in session {identity.session!r} for this API key")
         return {"id": archive_id, "object": "session.archive", "uri": archive_uri(archive_id), "messages": span}
@@ -97,17 +97,17 @@ class SessionAPI:
     async def add_feedback(self, identity: Identity, turn: int, body: object) -> JSONObject:
         """Append feedback to one turn of the session (the turn itself is never edited)."""
         entry = parse_feedback(body)
-        if not await self._store.add_feedback(SessionKeys(identity.tenant, identity.session), turn, entry):
+        if not await self._store.add_feedback(identity.keys, turn, entry):
             raise SessionNotFound(f"no turn {turn} in session {identity.session!r} for this API key")
         return {"object": "session.turn.feedback", "session": identity.session, "turn": turn, "feedback": entry}
 
     async def _require(self, identity: Identity) -> None:
-        if not await self._store.session_exists(SessionKeys(identity.tenant, identity.session)):
+        if not await self._store.session_exists(identity.keys):
             raise SessionNotFound(f"no session {identity.session!r} for this API key")
 
     async def delete(self, identity: Identity) -> JSONObject:
-        deleted = await self._store.delete_session(SessionKeys(identity.tenant, identity.session))
-        self._paths.discard((identity.tenant, identity.session))
+        deleted = await self._store.delete_session(identity.keys)
+        self._paths.discard(identity.keys)
         if not deleted:
             raise SessionNotFound(f"no session {identity.session!r} for this API key")
         return {"id": identity.session, "object": "session.deleted", "deleted": True}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from proxy.errors import BadRequest
+from proxy.store.names import SessionKeys
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 DERIVED_PREFIX = "auto-"
@@ -21,9 +22,16 @@ DERIVED_PREFIX = "auto-"
 
 @dataclass(frozen=True)
 class Identity:
+    """The one shape of a session: whose (tenant), which (session), and whether the proxy
+    derived it from the conversation; `keys` names its Redis keys."""
+
     tenant: str
     session: str
     derived: bool
+
+    @property
+    def keys(self) -> SessionKeys:
+        return SessionKeys(self.tenant, self.session)
 
 
 @lru_cache(maxsize=4096)

@@ -37,7 +37,7 @@ class Conversation:
         """A session that has nothing yet: everything is new input, from the root."""
         return cls(
             identity=identity,
-            keys=SessionKeys(identity.tenant, identity.session),
+            keys=identity.keys,
             history=build_history(Window(), []),
             reconciled=Reconciled(conversation, hashes, parent=ROOT, from_root=True, branched=False),
             breaker=Breaker(),
@@ -51,8 +51,8 @@ async def load_conversation(
 ) -> Conversation:
     """The session's history and how `conversation` (a request's messages after its leading
     system block) reconciles with it."""
-    keys = SessionKeys(identity.tenant, identity.session)
-    cache_key = (identity.tenant, identity.session)
+    keys = identity.keys
+    cache_key = identity.keys
     cached = cache.get(cache_key)
     digests = digest(conversation, cached.request if cached else None)
     loaded = await _load(store, keys, cached, digests, conversation)

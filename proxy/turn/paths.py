@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from proxy.context.compose import History, extend_history
 from proxy.context.window import Window
 from proxy.sessions import Digests, Turn
+from proxy.store import SessionKeys
 
 
 @dataclass(frozen=True)
@@ -39,15 +40,15 @@ class CachedPath:
 
 class PathCache:
     def __init__(self, max_messages: int) -> None:
-        self._entries: OrderedDict[tuple[str, str], CachedPath] = OrderedDict()
-        self._sizes: dict[tuple[str, str], int] = {}
+        self._entries: OrderedDict[SessionKeys, CachedPath] = OrderedDict()
+        self._sizes: dict[SessionKeys, int] = {}
         self._total = 0
         self._max = max_messages
         self.hits = 0
         self.misses = 0
         """Lookups that found an entry (the store still confirms it is exact) and those that did not."""
 
-    def get(self, key: tuple[str, str]) -> CachedPath | None:
+    def get(self, key: SessionKeys) -> CachedPath | None:
         entry = self._entries.get(key)
         if entry is None:
             self.misses += 1
@@ -56,7 +57,7 @@ class PathCache:
         self._entries.move_to_end(key)
         return entry
 
-    def put(self, key: tuple[str, str], entry: CachedPath) -> None:
+    def put(self, key: SessionKeys, entry: CachedPath) -> None:
         self.discard(key)
         size = entry.size
         if size > self._max:
@@ -68,7 +69,7 @@ class PathCache:
             oldest = next(iter(self._entries))
             self.discard(oldest)
 
-    def extend(self, key: tuple[str, str], parent: int, turn: Turn) -> None:
+    def extend(self, key: SessionKeys, parent: int, turn: Turn) -> None:
         """A completed turn journaled on `parent`: the entry whose head that is now ends at the turn."""
         entry = self._entries.get(key)
         if entry is None or entry.head != parent or not turn.completed:
@@ -76,7 +77,7 @@ class PathCache:
         history = extend_history(entry.history, [turn])
         self.put(key, CachedPath(turn.seq, entry.version, entry.stored_window, entry.applies, history, entry.request))
 
-    def discard(self, key: tuple[str, str]) -> None:
+    def discard(self, key: SessionKeys) -> None:
         if self._entries.pop(key, None) is not None:
             self._total -= self._sizes.pop(key)
 

@@ -110,7 +110,7 @@ class TurnRecorder:
             usage=feedback,
         )
         if self._paths is not None and self._parent is None and outcome.status == "completed":
-            self._paths.extend((self._keys.tenant, self._keys.session), parent, Turn.from_record(self.seq, record))
+            self._paths.extend(self._keys, parent, Turn.from_record(self.seq, record))
         await settle(self._admission, outcome.status, outcome.usage, saved)
         if self._derived is not None and outcome.status == "completed" and record["hashes"]:
             keys = self._keys

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from proxy.context.window import Window
 from proxy.sessions import digest
+from proxy.store import SessionKeys
 from proxy.turn.paths import CachedPath, PathCache
 from tests.context.factories import history, turn
 
-KEY = ("tenant", "session")
+KEY = SessionKeys("tenant", "session")
 
 
 def cached(head: int, turns: int) -> CachedPath:
@@ -29,10 +30,10 @@ def test_a_turn_elsewhere_or_not_completed_leaves_the_entry() -> None:
     cache.put(KEY, cached(2, 3))
     cache.extend(KEY, 1, turn(7, "a branch"))
     cache.extend(KEY, 2, turn(8, "failed", status="failed"))
-    cache.extend(("tenant", "other"), 2, turn(9, "another session"))
+    cache.extend(SessionKeys("tenant", "other"), 2, turn(9, "another session"))
     entry = cache.get(KEY)
     assert entry is not None and entry.head == 2 and entry.history.message_count == 6
-    assert cache.get(("tenant", "other")) is None
+    assert cache.get(SessionKeys("tenant", "other")) is None
 
 
 def test_an_extended_entry_still_counts_against_the_bound() -> None:

@@ -13,6 +13,7 @@ import pytest
 from proxy.app import create_app
 from proxy.app_state import TURNS
 from proxy.sessions import tenant_of
+from proxy.store import SessionKeys
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI
 
@@ -300,7 +301,7 @@ async def test_a_journaled_turn_extends_the_cache_so_the_next_load_reads_no_turn
     assert loaded == [0, 1, 0, 0]  # a new session has no path to cache until its first turn is read
     assert [m["content"] for m in proxy.fake.chats[-1]["messages"] if m["role"] == "user"] == ["q0", "q1", "q2", "q3"]
     _, journal = await session_json(proxy, "extended")
-    entry = deps.paths.get((tenant_of("Bearer sk-test", ""), "extended"))
+    entry = deps.paths.get(SessionKeys(tenant_of("Bearer sk-test", ""), "extended"))
     assert entry is not None and entry.head == journal["turns"][-1]["seq"]
 
 
