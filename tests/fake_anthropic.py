@@ -47,7 +47,7 @@ import orjson
 import tiktoken
 from aiohttp import web
 
-from tests.fake_upstream import MARK
+from tests.fake_upstream import MARK, cut_body
 
 MODELS = {"claude-tiny": 3_000, "claude-sonnet-4-5": 200_000, "claude-haiku-4-5": 200_000, "claude-opus-4-1": 200_000}
 MESSAGE_FIELDS = {"model", "messages", "max_tokens", "system", "stream", "stop_sequences", "temperature", "top_p",
@@ -155,7 +155,7 @@ class FakeAnthropic:
             await asyncio.sleep(_STALL_S)
         answer = web.json_response(message)
         if _steer(last, "cut") is not None:
-            return await _cut_body(request, answer)
+            return await cut_body(request, answer)
         return answer
 
     async def _body(self, request: web.Request, allowed: set[str]) -> dict[str, Any] | web.Response:
@@ -490,19 +490,6 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
 def _steer(text: str, word: str) -> int | None:
     match = re.search(word + r" after (\d+)", text)
     return int(match.group(1)) if match else None
-
-
-async def _cut_body(request: web.Request, answer: web.Response) -> web.StreamResponse:
-    """Send the answer's headers and half its body, then drop the connection."""
-    body = answer.body
-    assert isinstance(body, bytes)
-    response = web.StreamResponse(status=answer.status, headers={"Content-Type": "application/json", MARK: "1"})
-    response.content_length = len(body)
-    await response.prepare(request)
-    await response.write(body[: len(body) // 2])
-    assert request.transport is not None
-    request.transport.abort()
-    raise ConnectionResetError("fake upstream cut the body")
 
 
 def main() -> None:

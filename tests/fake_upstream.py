@@ -217,7 +217,7 @@ class FakeOpenAI:
         if _steer(last, "stall") is not None:
             await asyncio.sleep(_STALL_S)
         if _steer(last, "cut") is not None:
-            return await _cut_body(request, answer)
+            return await cut_body(request, answer)
         if _steer(last, "drop") is not None:
             _drop_body(request, answer)
         return answer
@@ -339,7 +339,7 @@ class _Ended(Exception):
     """A steered clean end of a stream before it is complete."""
 
 
-async def _cut_body(request: web.Request, answer: web.Response) -> web.StreamResponse:
+async def cut_body(request: web.Request, answer: web.Response) -> web.StreamResponse:
     """Send the answer's headers and half its body, then drop the connection."""
     body = answer.body
     assert isinstance(body, bytes)
