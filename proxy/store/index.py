@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from proxy.store import records
 from proxy.store.connection import Client
 from proxy.store.names import LEGACY_SESSION_INDEX, TENANT_INDEX_PATTERN, SessionKeys, TenantKeys, tenant_of_index
 from proxy.types import JSONObject
@@ -76,7 +77,7 @@ async def _describe(client: Client, tenant: str, sessions: list[str]) -> list[Li
     for session, (created, updated, seq, window, usage, _), head in zip(sessions, metas, heads, strict=True):
         if updated is None:
             continue
-        record = orjson.loads(head) if head else {}
+        record = records.decode(head) if head else {}
         listed.append(
             ListedSession(
                 session=session,

@@ -27,7 +27,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
 from proxy.errors import StoreUnavailable
-from proxy.store import index
+from proxy.store import index, records
 from proxy.store.connection import Client, Readiness, mapped, mapped_pipeline, open_client, readiness
 from proxy.store.index import SessionPage
 from proxy.store.names import FORCE_COMPACTION, HANDOFF_PREFIX, SessionKeys, TenantKeys
@@ -155,7 +155,7 @@ class Store:
             raw = await self._load_context(keys=[keys.meta, keys.turns, keys.links, keys.chain, keys.ends], args=args)
         head, parent, matched, found, applies, window, usage, breaker, version, extends = raw[:10]
         rest = raw[10:]
-        turns = [(int(rest[i]), orjson.loads(rest[i + 1])) for i in range(0, len(rest), 2)]
+        turns = [(int(rest[i]), records.decode(rest[i + 1])) for i in range(0, len(rest), 2)]
         return LoadedSession(
             head=int(head),
             parent=int(parent),
@@ -189,7 +189,7 @@ class Store:
         """
         now = f"{time.time():.3f}"
         args: list[Arg] = [
-            orjson.dumps(record),
+            records.encode(record),
             "head" if parent is None else parent,
             "1" if completed else "0",
             ttl_s,
@@ -332,8 +332,9 @@ class Store:
         stored = []
         for seq_raw, link in links.items():
             seq = int(seq_raw)
-            parent, depth = bytes(link).decode().split(" ")[:2]
-            stored.append(StoredTurn(seq, int(parent), int(depth), orjson.loads(turns[seq_raw])))
+            parent, depth, *rest = bytes(link).decode().split(" ")
+            hashes = rest[1].split(",") if len(rest) > 1 and rest[1] else []
+            stored.append(StoredTurn(seq, int(parent), int(depth), records.decode(turns[seq_raw], hashes)))
         stored.sort(key=lambda t: t.seq)
         return SessionDump(
             meta={k.decode(): v.decode() for k, v in meta.items()},
