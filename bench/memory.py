@@ -3,7 +3,7 @@
 Real turns through a running proxy (its embedded server, the benchmark's lean upstream):
 300 short chat turns of about 390 characters of text (a question and the answer), and 50
 long tool-result turns (a tool call, a 6,000-character result, a short question, the
-answer). For each session: the text its messages hold (every content string and tool-call
+answer; every answer its own, as in a real session). For each session: the text its messages hold (every content string and tool-call
 argument), the memory its keys take (`MEMORY USAGE ... SAMPLES 0`, summed over the
 session's keys) and what the append-only file grew by while it was written.
 """
@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from bench.common import HEADERS, MODEL
 from bench.procs import Processes
 from bench.sessions import TENANT
-from bench.upstream import ANSWER
+from bench.upstream import NUMBERED
 from proxy.store import SessionKeys, running_server_url
 from proxy.types import Message
 
@@ -67,13 +67,13 @@ async def journal(
     async with aiohttp.ClientSession() as http:
         for n in range(turns):
             messages = build(n)  # type: ignore[operator]
-            body = orjson.dumps({"model": MODEL, "messages": messages})
+            body = orjson.dumps({"model": MODEL, "messages": messages, "user": NUMBERED})
             async with http.post(
                 f"{proxy}/v1/chat/completions", data=body, headers={**HEADERS, "X-Session-Id": session}
             ) as r:
                 assert r.status == 200, await r.text()
-                await r.read()
-            text += text_of(messages) + len(ANSWER)
+                answer = (await r.json())["choices"][0]["message"]
+            text += text_of([*messages, answer])
     await asyncio.sleep(1.2)  # the append-only file is written once a second
     aof = (await redis.info("persistence"))["aof_current_size"] - aof_before
     used = 0

@@ -7,12 +7,16 @@ baseline the proxy is compared against, so benchmarks use this twin.
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 
 import orjson
 from aiohttp import web
 
 ANSWER = "This is a benchmark answer of a typical short length, twenty words or so, from the lean fake upstream."
+NUMBERED = "bench-numbered"
+"""A request whose `user` is this gets an answer of its own: the answer, then its number."""
+_answered = itertools.count()
 
 
 async def chat(request: web.Request) -> web.StreamResponse:
@@ -26,7 +30,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
         "system_fingerprint": "fp_bench",
     }
     if not body.get("stream"):
-        message = {"role": "assistant", "content": ANSWER, "refusal": None}
+        answer = f"{ANSWER} ({next(_answered)})" if body.get("user") == NUMBERED else ANSWER
+        message = {"role": "assistant", "content": answer, "refusal": None}
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
         payload = {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
         return web.Response(body=orjson.dumps(payload), content_type="application/json")

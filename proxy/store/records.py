@@ -4,15 +4,16 @@ A turn's record (`TurnDraft.record`) is a JSON object; most of its fields are us
 their default (null, false, a completed status) and its message hashes are kept in the
 turn's link already. The stored form leaves those out, rounds the timestamps to the
 millisecond and deflates the JSON with a preset dictionary of the words records are made
-of (their keys, the roles, the usage fields), which more than halves a short chat turn.
+of (their keys, the roles, the usage fields, then common English words, nearest the data),
+which more than halves a short chat turn.
 Tags tell the forms apart by their first byte:
 
 - `{`: JSON, as every version wrote it (older records carry every field and their hashes);
 - `\\x01`: raw deflate of the compact JSON with `_DICTIONARY`, which must therefore never change
   (a new dictionary gets a new tag).
 
-`decode` gives back the record as it was written: the left-out fields at their defaults and,
-where the caller passes them from the link, the hashes.
+`decode` gives back the record as it was written, the left-out fields at their defaults; its
+message hashes are the link's (`append_turn.lua`), which the journal's lookups read.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ _DICTIONARY = (
     b'"arguments":"{\\"},"door":"responses","messages","door_id":"resp_"stream":true,'
     b'"output":{"role":"assistant","content":null,"refusal":null,"annotations":[]},'
     b'"input":[{"role":"tool","tool_call_id":"call_","content":"{"role":"user","content":"'
+    b"the of and to in is that for it as with was on be by this are or from at an which have not but they "
+    b"you can all were we one there their has been more if will would when so what about also other into its "
+    b"only time some these could than them then may like use such first two any how our over new most after "
+    b"where just should because each well here very through between make those does want know need get see "
+    b"work way please thank help let me sure yes no here's example following code file function data value "
 )
 _WINDOW_BITS = 12
 """A 4 KB window: a record's repeats are near each other, and a small window is cheap to set up."""
@@ -62,7 +68,7 @@ def encode(record: JSONObject) -> bytes:
     return packed if len(packed) < len(text) else text
 
 
-def decode(raw: bytes, hashes: list[str] | None = None) -> JSONObject:
+def decode(raw: bytes) -> JSONObject:
     """A stored record, in any of its forms, as it was written."""
     if raw[:1] == _DEFLATED:
         unpacker = zlib.decompressobj(-15, _DICTIONARY)
@@ -70,6 +76,4 @@ def decode(raw: bytes, hashes: list[str] | None = None) -> JSONObject:
     record: JSONObject = orjson.loads(raw)
     for key, default in _DEFAULTS.items():
         record.setdefault(key, default)
-    if hashes is not None:
-        record.setdefault("hashes", hashes)
     return record

@@ -332,9 +332,8 @@ class Store:
         stored = []
         for seq_raw, link in links.items():
             seq = int(seq_raw)
-            parent, depth, *rest = bytes(link).decode().split(" ")
-            hashes = rest[1].split(",") if len(rest) > 1 and rest[1] else []
-            stored.append(StoredTurn(seq, int(parent), int(depth), records.decode(turns[seq_raw], hashes)))
+            parent, depth = bytes(link).decode().split(" ")[:2]
+            stored.append(StoredTurn(seq, int(parent), int(depth), records.decode(turns[seq_raw])))
         stored.sort(key=lambda t: t.seq)
         return SessionDump(
             meta={k.decode(): v.decode() for k, v in meta.items()},

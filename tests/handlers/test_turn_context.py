@@ -48,7 +48,9 @@ async def test_every_turn_of_a_twice_compacted_session_is_rebuilt_exactly(start_
     assert last["summarized"] is True
     assert sum(s["tokens"] for s in last["sources"]) == last["tokens"]
     assert last["context_window"] == 3000
-    assert 0.95 * 2100 <= last["trigger"] <= 2100, "the turn's own trigger: 70% of the window, calibrated to the local count"
+    assert 0.95 * 2100 <= last["trigger"] <= 2100, (
+        "the turn's own trigger: 70% of the window, calibrated to the local count"
+    )
     assert last["context_tokens"] and last["prompt_tokens"], "the proxy's count beside the reported usage"
     markup = [r for r in replays if r["messages"][-1].get("content") == MARKUP]
     assert markup and markup[0]["sources"][-1]["kind"] == "input"

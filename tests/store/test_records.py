@@ -30,8 +30,12 @@ def test_a_short_turn_is_stored_in_less_than_its_json_and_read_back_as_written()
     record = a_record("What is on shelf four of the north aisle, and when was it counted last?")
     stored = records.encode(record)
     assert len(stored) < 0.5 * len(orjson.dumps(record))
-    back = records.decode(stored, hashes=record["hashes"])
-    assert back == {**record, "created": round(record["created"], 3), "finished": round(record["finished"], 3)}
+    back = records.decode(stored)
+    assert {**back, "hashes": record["hashes"]} == {
+        **record,
+        "created": round(record["created"], 3),
+        "finished": round(record["finished"], 3),
+    }
 
 
 def test_a_record_that_does_not_compress_is_kept_as_compact_json() -> None:

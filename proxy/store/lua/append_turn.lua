@@ -11,9 +11,16 @@
 -- A "head" parent is resolved here, at commit time: concurrent delta requests on one
 -- session are thereby journaled in commit order, each exactly once, whichever proxy
 -- process serves them. Only a completed turn moves the head and enters the chain index
--- and `ends` (its output hash -> seq, how a trimming client's window is found). A link
+-- and `ends` (its output hash -> seq, how a trimming client's window is found). The chain
+-- index holds a turn's end ('e') and, for a root turn only, its messages before the end ('i'):
+-- the longest 'e' hit is where a conversation attaches, and an 'i' hit matters only when
+-- there is none, inside the first turn (a retry of it). A link
 -- is "parent depth chain hashes": the turn's message hashes, comma-separated, let
--- load_context.lua check a trimmed window message by message.
+-- load_context.lua check a trimmed window message by message; a link keeps the first 16
+-- characters of each (64 bits tell the messages of one session's path apart; links
+-- written before kept all 32).
+local TTL_REFRESH_S = 60
+local LINK_HASH_CHARS = 16
 local parent = ARGV[2]
 if parent == 'head' then
   parent = redis.call('HGET', KEYS[1], 'head') or '-1'
@@ -30,26 +37,29 @@ if parent >= 0 then
   depth = tonumber(d) + 1
   chain = h
 end
+local hashes, short = {}, {}
+for mh in string.gmatch(ARGV[5], '%S+') do
+  table.insert(hashes, mh)
+  table.insert(short, string.sub(mh, 1, LINK_HASH_CHARS))
+end
 if ARGV[3] == '1' then
-  local hashes = {}
-  for mh in string.gmatch(ARGV[5], '%S+') do
-    table.insert(hashes, mh)
-  end
   local entries = {}
   for i, mh in ipairs(hashes) do
     chain = redis.sha1hex(chain .. mh)
-    local kind = 'i'
-    if i == #hashes then kind = 'e' end
-    table.insert(entries, chain)
-    table.insert(entries, kind .. seq)
+    if i == #hashes then
+      table.insert(entries, chain)
+      table.insert(entries, 'e' .. seq)
+    elseif parent < 0 then
+      table.insert(entries, chain)
+      table.insert(entries, 'i' .. seq)
+    end
   end
   if #hashes > 0 then
     redis.call('HSET', KEYS[4], unpack(entries))
     redis.call('HSET', KEYS[7], hashes[#hashes], seq)
   end
 end
-local joined = string.gsub(ARGV[5], ' ', ',')
-redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' ' .. chain .. ' ' .. joined)
+redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' ' .. chain .. ' ' .. table.concat(short, ','))
 redis.call('HSET', KEYS[2], seq, ARGV[1])
 local now = math.floor(tonumber(ARGV[6]))
 local meta = {'updated', now}
@@ -66,14 +76,31 @@ if seq == 0 then
   redis.call('HSETNX', KEYS[1], 'created', now)
   redis.call('HSETNX', KEYS[1], 'epoch', ARGV[9])
 end
+-- The session's TTLs are refreshed at most once a minute (meta's `ttl_at`: when they last
+-- were), not on every turn: each EXPIRE is a write the AOF and the replicas receive. A key
+-- this turn created since then (no TTL yet) gets its TTL at once.
 local ttl = tonumber(ARGV[4])
-for i = 1, 7 do
-  redis.call('EXPIRE', KEYS[i], ttl)
+local refresh = now - tonumber(redis.call('HGET', KEYS[1], 'ttl_at') or '0') >= TTL_REFRESH_S
+if refresh then
+  redis.call('HSET', KEYS[1], 'ttl_at', now)
+  for i = 1, 7 do
+    redis.call('EXPIRE', KEYS[i], ttl)
+  end
+else
+  for i = 2, 7 do
+    if redis.call('TTL', KEYS[i]) == -1 then
+      redis.call('EXPIRE', KEYS[i], ttl)
+    end
+  end
 end
 if KEYS[8] then
   -- as touch_index.lua: sessions whose keys have expired leave the index too
   redis.call('ZADD', KEYS[8], ARGV[6], ARGV[7])
-  redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', tonumber(ARGV[6]) - ttl)
-  redis.call('EXPIRE', KEYS[8], ttl)
+  if refresh then
+    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', tonumber(ARGV[6]) - ttl)
+  end
+  if refresh or redis.call('TTL', KEYS[8]) == -1 then
+    redis.call('EXPIRE', KEYS[8], ttl)
+  end
 end
 return {seq, parent, depth}

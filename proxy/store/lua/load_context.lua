@@ -44,7 +44,7 @@ local function overlap_ends_at(seq, k)
     end
     local m = #list
     while m >= 1 and j >= 1 do
-      if list[m] ~= ARGV[FIRST + j - 1] then
+      if list[m] ~= string.sub(ARGV[FIRST + j - 1], 1, #list[m]) then  -- a link may keep a hash's prefix
         return j == 1 and whole > 0
       end
       m, j = m - 1, j - 1
