@@ -120,3 +120,19 @@ async def test_a_connection_torn_down_mid_command_is_unavailable_not_a_bug() -> 
         await torn._send_packed_command([b"PING"])
     with pytest.raises(AttributeError), mapped():
         _ = None.missing  # type: ignore[attr-defined]  # the proxy's own bug stays one
+
+
+async def test_keys_a_turn_creates_between_ttl_refreshes_expire_all_the_same(flushed_redis: str) -> None:
+    store = await Store.connect(flushed_redis)
+    client = aioredis.Redis.from_url(flushed_redis)
+    keys = SessionKeys(TENANT, "ttl")
+    failed = {"input": [{"role": "user", "content": "x"}], "status": "failed"}
+    await store.append_turn(keys, failed, parent=None, completed=False, hashes=["x"], ttl_s=600, usage=None)
+    assert not await client.exists(keys.chain, keys.ends), "a failed turn enters no index"
+    await client.expire(keys.meta, 300)  # the TTLs were set this minute: the next turn does not refresh them
+    await append(store, keys, "y")
+    assert await client.ttl(keys.meta) <= 300, "refreshed at most once a minute"
+    for key in (keys.turns, keys.links, keys.chain, keys.ends):
+        assert 0 < await client.ttl(key) <= 600, f"{key} was created after the last refresh and still expires"
+    await client.aclose()
+    await store.close()
