@@ -9,8 +9,8 @@ Targets, run interleaved round after round so machine noise hits all alike:
   (h) the Responses door and (i) the Messages door, delta clients on the same sessions as (d)
 at concurrency 1 and 32; medians over rounds, with each process's CPU per request (the
 serving process and the Redis server apart). Then per-turn proxy CPU at 10, 100 and
-1,000 turns of history, RSS idle and under c=64, and issue 15's targets, each with its
-figure.
+1,000 turns of history, RSS idle and under c=64, Redis memory per turn of text
+(bench/memory.py), and issue 25's targets, each with its figure.
 
 `python -m bench --workers N [--quick]` runs only the comparison of one worker with N
 workers instead (bench/workers.py).
@@ -32,6 +32,7 @@ import psutil
 
 from bench.common import HEADERS, chat_body, messages_body, responses_body
 from bench.load import Result, run_load
+from bench.memory import short_turns_memory
 from bench.procs import Processes, cpu_ns
 from bench.report import Growth, growth_table, table, targets
 from bench.sessions import history, populate, user_message
@@ -215,7 +216,8 @@ async def main_async(quick: bool, rounds: int, pool: int) -> None:
             )
             growth = await bench.cpu_growth()
             print("\n" + growth_table(growth))
-            print("\n" + targets(results, growth, peak))
+            memory = await short_turns_memory(f"http://127.0.0.1:{procs.proxy_port}", url)
+            print("\n" + targets(results, growth, peak, memory))
             print(f"(run took {time.time() - started:.0f} s)")
             await store.close()
         finally:

@@ -31,6 +31,7 @@ QUESTION = (
     "order book, tell me which items are missing or were moved since the last count, and keep the answer "
     "short enough to paste back into the weekly summary that goes to the warehouse team on Friday {n}."
 )
+SHORT_TURNS = 300
 TOOL_RESULT = "".join(
     f"row {i:04d}: item {i * 7 % 1000:03d} on shelf {i % 17:02d}, count {i * 13 % 97}\n" for i in range(130)
 )
@@ -90,6 +91,15 @@ def report(name: str, figures: dict[str, float]) -> str:
     )
 
 
+async def short_turns_memory(proxy: str, redis_url: str) -> dict[str, float]:
+    """The short chat turns' figures alone, on a running proxy (`python -m bench` reports them)."""
+    redis = aioredis.Redis.from_url(redis_url)
+    try:
+        return await journal(proxy, redis, "memory-short", SHORT_TURNS, short_turn)
+    finally:
+        await redis.aclose()
+
+
 async def main_async() -> None:
     with tempfile.TemporaryDirectory(prefix="cpmemory") as tmp:
         procs = Processes(Path(tmp))
@@ -99,7 +109,7 @@ async def main_async() -> None:
             assert url, "the proxy's embedded redis is not running"
             redis = aioredis.Redis.from_url(url)
             proxy = f"http://127.0.0.1:{procs.proxy_port}"
-            short = await journal(proxy, redis, "memory-short", 300, short_turn)
+            short = await journal(proxy, redis, "memory-short", SHORT_TURNS, short_turn)
             tools = await journal(proxy, redis, "memory-tools", 50, tool_turn)
             await redis.aclose()
         finally:

@@ -52,8 +52,9 @@ _DICTIONARY = (
     b"where just should because each well here very through between make those does want know need get see "
     b"work way please thank help let me sure yes no here's example following code file function data value "
 )
-_WINDOW_BITS = 12
-"""A 4 KB window: a record's repeats are near each other, and a small window is cheap to set up."""
+_PACKER = zlib.compressobj(6, zlib.DEFLATED, -12, 8, zlib.Z_DEFAULT_STRATEGY, _DICTIONARY)
+"""Copied for each record, the dictionary already loaded: a 4 KB window (a record's repeats
+are near each other, and a small window is cheap to copy)."""
 
 
 def encode(record: JSONObject) -> bytes:
@@ -63,7 +64,7 @@ def encode(record: JSONObject) -> bytes:
         if isinstance(compact.get(stamp), float):
             compact[stamp] = round(compact[stamp], 3)
     text = orjson.dumps(compact)
-    packer = zlib.compressobj(6, zlib.DEFLATED, -_WINDOW_BITS, 2, zlib.Z_DEFAULT_STRATEGY, _DICTIONARY)
+    packer = _PACKER.copy()
     packed = _DEFLATED + packer.compress(text) + packer.flush()
     return packed if len(packed) < len(text) else text
 
