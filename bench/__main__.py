@@ -22,10 +22,8 @@ import argparse
 import asyncio
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import aiohttp
 import psutil
@@ -33,11 +31,11 @@ import psutil
 from bench.common import HEADERS, chat_body, messages_body, responses_body
 from bench.load import Result, run_load
 from bench.memory import short_turns_memory
-from bench.procs import Processes, cpu_ns
+from bench.procs import Processes, cpu_ns, running
 from bench.report import Growth, growth_table, table, targets
 from bench.sessions import history, populate, user_message
 from bench.workers import compare_workers
-from proxy.store import Store, running_server_url
+from proxy.store import Store
 
 
 class Bench:
@@ -193,35 +191,28 @@ class Bench:
 
 
 async def main_async(quick: bool, rounds: int, pool: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="cpbench") as tmp:
-        procs = Processes(Path(tmp))
-        try:
-            await procs.start()
-            url = running_server_url(procs.data_dir)
-            assert url, "the proxy's embedded redis is not running"
-            store = await Store.connect(url)
-            bench = Bench(procs, store, url, quick=quick, pool_size=pool)
-            idle = await bench.idle_rss()
-            started = time.time()
-            print(
-                f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Python {sys.version.split()[0]}"
-            )
-            print(f"(d), (e), (f-d), (g): a fresh pool of {pool} sessions of 50 turns per round and concurrency")
-            results = await bench.rounds(rounds)
-            print("\n" + table(results))
-            peak = await bench.peak_rss()
-            print(
-                f"\nRSS: proxy idle after start {idle:.0f} MB; under c=64 (delta clients, {pool} sessions) "
-                f"proxy {peak['proxy']:.0f} MB, embedded server {peak['redis']:.0f} MB"
-            )
-            growth = await bench.cpu_growth()
-            print("\n" + growth_table(growth))
-            memory = await short_turns_memory(f"http://127.0.0.1:{procs.proxy_port}", url)
-            print("\n" + targets(results, growth, peak, memory))
-            print(f"(run took {time.time() - started:.0f} s)")
-            await store.close()
-        finally:
-            procs.stop()
+    async with running("cpbench") as (procs, url):
+        store = await Store.connect(url)
+        bench = Bench(procs, store, url, quick=quick, pool_size=pool)
+        idle = await bench.idle_rss()
+        started = time.time()
+        print(
+            f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Python {sys.version.split()[0]}"
+        )
+        print(f"(d), (e), (f-d), (g): a fresh pool of {pool} sessions of 50 turns per round and concurrency")
+        results = await bench.rounds(rounds)
+        print("\n" + table(results))
+        peak = await bench.peak_rss()
+        print(
+            f"\nRSS: proxy idle after start {idle:.0f} MB; under c=64 (delta clients, {pool} sessions) "
+            f"proxy {peak['proxy']:.0f} MB, embedded server {peak['redis']:.0f} MB"
+        )
+        growth = await bench.cpu_growth()
+        print("\n" + growth_table(growth))
+        memory = await short_turns_memory(f"http://127.0.0.1:{procs.proxy_port}", url)
+        print("\n" + targets(results, growth, peak, memory))
+        print(f"(run took {time.time() - started:.0f} s)")
+        await store.close()
 
 
 def main() -> None:

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
-from pathlib import Path
 
 import aiohttp
 import orjson
 import redis.asyncio as aioredis
 
 from bench.common import HEADERS, MODEL
-from bench.procs import Processes
+from bench.procs import running
 from bench.sessions import TENANT
 from bench.upstream import NUMBERED
-from proxy.store import SessionKeys, running_server_url
+from proxy.store import SessionKeys
 from proxy.types import Message
 
 QUESTION = (
@@ -101,19 +99,12 @@ async def short_turns_memory(proxy: str, redis_url: str) -> dict[str, float]:
 
 
 async def main_async() -> None:
-    with tempfile.TemporaryDirectory(prefix="cpmemory") as tmp:
-        procs = Processes(Path(tmp))
-        try:
-            await procs.start()
-            url = running_server_url(procs.data_dir)
-            assert url, "the proxy's embedded redis is not running"
-            redis = aioredis.Redis.from_url(url)
-            proxy = f"http://127.0.0.1:{procs.proxy_port}"
-            short = await journal(proxy, redis, "memory-short", SHORT_TURNS, short_turn)
-            tools = await journal(proxy, redis, "memory-tools", 50, tool_turn)
-            await redis.aclose()
-        finally:
-            procs.stop()
+    async with running("cpmemory") as (procs, url):
+        redis = aioredis.Redis.from_url(url)
+        proxy = f"http://127.0.0.1:{procs.proxy_port}"
+        short = await journal(proxy, redis, "memory-short", SHORT_TURNS, short_turn)
+        tools = await journal(proxy, redis, "memory-tools", 50, tool_turn)
+        await redis.aclose()
     print("| session | turns | text | Redis memory | memory / text | AOF growth / text |")
     print("|---|---|---|---|---|---|")
     print(report("short chat turns", short))

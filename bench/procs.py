@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import psutil
 
 from bench.common import free_port, stop_all, wait_up
+from proxy.store import running_server_url
 
 
 def cpu_ns(pid: int) -> int:
@@ -79,3 +83,17 @@ class Processes:
 
     def stop(self) -> None:
         stop_all(list(self.children.values()))
+
+
+@asynccontextmanager
+async def running(prefix: str) -> AsyncIterator[tuple[Processes, str]]:
+    """The benchmark's processes in a fresh directory, and the URL of the proxy's embedded server."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        procs = Processes(Path(tmp))
+        try:
+            await procs.start()
+            url = running_server_url(procs.data_dir)
+            assert url, "the proxy's embedded redis is not running"
+            yield procs, url
+        finally:
+            procs.stop()
