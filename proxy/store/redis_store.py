@@ -332,7 +332,7 @@ class Store:
         stored = []
         for seq_raw, link in links.items():
             seq = int(seq_raw)
-            parent, depth = bytes(link).decode().split(" ")[:2]
+            parent, depth = bytes(link).split(b" ", 2)[:2]  # the rest may be binary (append_turn.lua)
             stored.append(StoredTurn(seq, int(parent), int(depth), records.decode(turns[seq_raw])))
         stored.sort(key=lambda t: t.seq)
         return SessionDump(

@@ -9,6 +9,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from proxy.sessions import TurnDraft
+from proxy.sessions.messages import chain_hashes
 from proxy.store import SessionKeys, Store, records
 
 TENANT = "r" * 32
@@ -58,5 +59,28 @@ async def test_a_turn_journaled_as_json_by_an_earlier_version_still_loads(flushe
     assert dump is not None and dump.turns[0].record == old
     loaded = await store.load_context(keys, 0, [])
     assert loaded.turns[0][1]["input"] == old["input"] and loaded.turns[0][1]["model"] == "gpt-4o-mini"
+    await client.aclose()
+    await store.close()
+
+
+async def test_a_session_whose_links_are_of_the_hex_form_continues_and_is_found(flushed_redis: str) -> None:
+    store = await Store.connect(flushed_redis)
+    client = aioredis.Redis.from_url(flushed_redis)
+    keys = SessionKeys(TENANT, "hex-links")
+    first, second = [f"{n:032x}" for n in (1, 2)], [f"{n:032x}" for n in (3, 4)]
+    record = a_record("first")
+    await store.append_turn(keys, record, parent=None, completed=True, hashes=first, ttl_s=600, usage=None)
+    chain = chain_hashes(first)[-1]
+    await client.hset(keys.links, "0", f"-1 0 {chain} {','.join(first)}")  # as versions before the binary form
+    seq, parent, depth = await store.append_turn(
+        keys, record, parent=None, completed=True, hashes=second, ttl_s=600, usage=None
+    )
+    assert (seq, parent, depth) == (1, 0, 1)
+    found = await store.load_context(keys, 0, chain_hashes([*first, *second]))
+    assert found.found and found.parent == 1 and found.matched == 4, "the child's chain continues the hex one"
+    trimmed = await store.load_overlap(keys, [*first[1:], *second])
+    assert trimmed.trimmed and trimmed.parent == 1, "hashes of both link forms are checked"
+    dump = await store.read_session(keys)
+    assert dump is not None and [(t.seq, t.parent, t.depth) for t in dump.turns] == [(0, -1, 0), (1, 0, 1)]
     await client.aclose()
     await store.close()

@@ -15,12 +15,14 @@
 -- index holds a turn's end ('e') and, for a root turn only, its messages before the end ('i'):
 -- the longest 'e' hit is where a conversation attaches, and an 'i' hit matters only when
 -- there is none, inside the first turn (a retry of it). A link
--- is "parent depth chain hashes": the turn's message hashes, comma-separated, let
--- load_context.lua check a trimmed window message by message; a link keeps the first 16
--- characters of each (64 bits tell the messages of one session's path apart; links
--- written before kept all 32).
+-- is "parent depth *" then the chain hash in its 20 bytes (all zero: none yet) and the turn's
+-- message hashes, comma-separated, which let load_context.lua check a trimmed window message
+-- by message; a link keeps the first 16 characters of each (64 bits tell the messages of one
+-- session's path apart). Short enough for Redis' compact hash encoding. Links written before
+-- are "parent depth chain hashes", in hex, with whole hashes; both forms are read.
 local TTL_REFRESH_S = 60
 local LINK_HASH_CHARS = 16
+local NO_CHAIN = string.rep('0', 40)
 local parent = ARGV[2]
 if parent == 'head' then
   parent = redis.call('HGET', KEYS[1], 'head') or '-1'
@@ -33,9 +35,14 @@ if parent >= 0 then
   if not link then
     return redis.error_reply('parent turn ' .. parent .. ' does not exist')
   end
-  local _, d, h = string.match(link, '^(%S+) (%S+) ?(%S*)')
-  depth = tonumber(d) + 1
-  chain = h
+  depth = tonumber(string.match(link, '^%S+ (%S+)')) + 1
+  local at = string.match(link, '^%S+ %S+ %*()')
+  if at then
+    chain = string.gsub(string.sub(link, at, at + 19), '.', function(c) return string.format('%02x', string.byte(c)) end)
+    if chain == NO_CHAIN then chain = '' end
+  else
+    chain = string.match(link, '^%S+ %S+ (%S*)')  -- a link written before the binary form
+  end
 end
 local hashes, short = {}, {}
 for mh in string.gmatch(ARGV[5], '%S+') do
@@ -59,7 +66,8 @@ if ARGV[3] == '1' then
     redis.call('HSET', KEYS[7], hashes[#hashes], seq)
   end
 end
-redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' ' .. chain .. ' ' .. table.concat(short, ','))
+local packed = string.gsub(chain ~= '' and chain or NO_CHAIN, '..', function(h) return string.char(tonumber(h, 16)) end)
+redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' *' .. packed .. table.concat(short, ','))
 redis.call('HSET', KEYS[2], seq, ARGV[1])
 local now = math.floor(tonumber(ARGV[6]))
 local meta = {'updated', now}

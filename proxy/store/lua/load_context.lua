@@ -34,7 +34,14 @@ local function overlap_ends_at(seq, k)
   local j, cur, whole = k, seq, 0
   while j >= 1 and cur >= 0 do
     local link = redis.call('HGET', KEYS[3], cur)
-    local up, hashes = string.match(link, '^(%S+) %S+ %S* (%S+)$')
+    local up, at = string.match(link, '^(%S+) %S+ %*()')
+    local hashes
+    if up then
+      hashes = string.sub(link, at + 20)  -- after the chain hash's 20 bytes
+      if hashes == '' then hashes = nil end
+    else
+      up, hashes = string.match(link, '^(%S+) %S+ %S* (%S+)$')  -- a link of the hex form
+    end
     if not hashes then
       return false  -- a turn journaled before message hashes were kept in its link
     end
