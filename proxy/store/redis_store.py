@@ -30,6 +30,7 @@ from proxy.errors import StoreUnavailable
 from proxy.store import index, records
 from proxy.store.connection import Client, Readiness, mapped, mapped_pipeline, open_client, readiness
 from proxy.store.index import SessionPage
+from proxy.store.line import Line
 from proxy.store.names import FORCE_COMPACTION, HANDOFF_PREFIX, SessionKeys, TenantKeys
 from proxy.store.replication import write_confirmed
 from proxy.store.scripts import Arg, Script
@@ -94,19 +95,22 @@ class Archive:
 class Store:
     """A Redis (or Redis Cluster) connection pool plus the registered scripts."""
 
-    def __init__(self, client: Client, *, wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> None:
+    def __init__(
+        self, client: Client, *, wait_replicas: int = 0, wait_timeout_ms: int = 1000, line: Line | None = None
+    ) -> None:
         self._redis = client
         self._cluster = isinstance(client, RedisCluster)
         self._wait_replicas = wait_replicas
         self._wait_timeout_ms = wait_timeout_ms
-        self._append_turn = Script(client, "append_turn")
+        self._line = line
+        self._append_turn = Script(client, "append_turn", line)
         self._touch_index = Script(client, "touch_index")
-        self._load_context = Script(client, "load_context")
-        self._save_window = Script(client, "save_window")
-        self._release_lock = Script(client, "release_lock")
-        self._claim_compaction = Script(client, "claim_compaction")
-        self._index_turn_end = Script(client, "index_turn_end")
-        self._add_feedback = Script(client, "add_feedback")
+        self._load_context = Script(client, "load_context", line)
+        self._save_window = Script(client, "save_window", line)
+        self._release_lock = Script(client, "release_lock", line)
+        self._claim_compaction = Script(client, "claim_compaction", line)
+        self._index_turn_end = Script(client, "index_turn_end", line)
+        self._add_feedback = Script(client, "add_feedback", line)
 
     @classmethod
     async def connect(
@@ -117,7 +121,8 @@ class Store:
         for attempt in range(1, attempts + 1):
             try:
                 await client.ping()
-                store = cls(client, wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
+                line = None if cluster or wait_replicas else Line.for_url(url)  # see line.py
+                store = cls(client, wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms, line=line)
                 if not cluster:
                     await store._adopt_legacy_index()
                 return store
@@ -129,6 +134,8 @@ class Store:
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
+        if self._line is not None:
+            self._line.close()
         await self._redis.aclose()
 
     async def readiness(self) -> Readiness:

@@ -15,6 +15,7 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 from proxy.store.connection import Client
+from proxy.store.line import Line
 
 Arg = bytes | str | int
 
@@ -22,8 +23,10 @@ Arg = bytes | str | int
 class Script:
     """One script of `lua/`; the store calls it through a typed method naming KEYS and ARGV."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Client, name: str, line: Line | None = None) -> None:
         self._client = client
+        self._execute = line.call if line is not None else client.execute_command
+        """How a call goes: on the line (`line.py`) where the store has one, else through redis-py."""
         self._source = resources.files("proxy.store").joinpath("lua", f"{name}.lua").read_text()
         self._sha = hashlib.sha1(self._source.encode()).hexdigest()
 
@@ -36,7 +39,7 @@ class Script:
 
     async def __call__(self, *, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         try:
-            return await self._client.execute_command(*self.command(keys, args))
+            return await self._execute(*self.command(keys, args))
         except NoScriptError:
             await self.load()
-            return await self._client.execute_command(*self.command(keys, args))
+            return await self._execute(*self.command(keys, args))

@@ -31,6 +31,10 @@ async def test_readyz_follows_redis(start_proxy: ProxyFactory, fake: FakeOpenAI,
     await server.start()
     async with aiohttp.ClientSession() as http, http.get(proxy.url + "/readyz") as r:
         assert r.status == 200
+    answer = await proxy.client().chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "y"}]
+    )
+    assert answer.choices[0].message.content, "the journal's connection is opened again by itself"
     await server.stop()
 
 

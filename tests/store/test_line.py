@@ -1,0 +1,41 @@
+"""The journal's pipelined connection (`proxy/store/line.py`) on a real server, and on one that stops answering."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from redis.exceptions import NoScriptError, ResponseError
+
+from proxy.store.line import Line
+
+
+async def test_concurrent_calls_get_their_own_replies_in_order(redis_url: str) -> None:
+    line = Line.for_url(redis_url)
+    assert line is not None
+    replies = await asyncio.gather(*(line.call("ECHO", f"call {n}") for n in range(50)))
+    assert replies == [f"call {n}".encode() for n in range(50)]
+    with pytest.raises(NoScriptError):
+        await line.call("EVALSHA", "0" * 40, 0)
+    with pytest.raises(ResponseError, match="unknown command"):
+        await line.call("NO-SUCH-COMMAND")
+    assert await line.call("PING") == b"PONG", "an error reply leaves the connection usable"
+    line.close()
+
+
+async def test_a_server_that_stops_answering_fails_the_call_and_the_next_connects_again(tmp_path: Path) -> None:
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # reads nothing, answers nothing
+
+    server = await asyncio.start_unix_server(silent, path=str(tmp_path / "silent.sock"))
+    line = Line({"path": str(tmp_path / "silent.sock")}, timeout_s=0.2)
+    with pytest.raises(TimeoutError):
+        await line.call("PING")
+    with pytest.raises(TimeoutError):
+        await line.call("PING")
+    assert len(accepted) == 2, "a call with no reply in time closes its connection; the next opens another"
+    server.close()
+    await server.wait_closed()
