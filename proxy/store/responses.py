@@ -18,7 +18,7 @@ is changed under WATCH on its key (`update_conversation`), so concurrent changes
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import orjson
 from redis.exceptions import WatchError
@@ -112,7 +112,7 @@ class ResponseStore:
 
     async def save_response(self, tenant: str, response_id: str, stored: StoredResponse) -> None:
         with mapped():
-            await self._redis.set(response_key(tenant, response_id), orjson.dumps(asdict(stored)), ex=self._ttl_s)
+            await self._redis.set(response_key(tenant, response_id), orjson.dumps(stored), ex=self._ttl_s)
 
     async def response(self, tenant: str, response_id: str) -> StoredResponse | None:
         """The stored response (None when it is unknown to this tenant, or deleted)."""
@@ -129,7 +129,7 @@ class ResponseStore:
     async def save_conversation(self, tenant: str, conversation_id: str, conversation: StoredConversation) -> None:
         with mapped():
             await self._redis.set(
-                conversation_key(tenant, conversation_id), orjson.dumps(asdict(conversation)), ex=self._ttl_s
+                conversation_key(tenant, conversation_id), orjson.dumps(conversation), ex=self._ttl_s
             )
 
     async def update_conversation(
@@ -149,7 +149,7 @@ class ResponseStore:
                             return None
                         changed = change(StoredConversation(**orjson.loads(raw)))
                         pipe.multi()  # type: ignore[no-untyped-call]
-                        pipe.set(key, orjson.dumps(asdict(changed)), ex=self._ttl_s)
+                        pipe.set(key, orjson.dumps(changed), ex=self._ttl_s)
                         await pipe.execute()
                         return changed
                     except WatchError:
@@ -167,7 +167,7 @@ class ResponseStore:
 
     async def save_compaction(self, tenant: str, reference: str, compaction: StoredCompaction) -> None:
         with mapped():
-            await self._redis.set(compaction_key(tenant, reference), orjson.dumps(asdict(compaction)), ex=self._ttl_s)
+            await self._redis.set(compaction_key(tenant, reference), orjson.dumps(compaction), ex=self._ttl_s)
 
     async def compaction(self, tenant: str, reference: str) -> StoredCompaction | None:
         """The compaction `reference` names for this tenant (None: unknown, expired, or another tenant's)."""
