@@ -47,7 +47,7 @@ import orjson
 import tiktoken
 from aiohttp import web
 
-from tests.fake_upstream import MARK, cut_body
+from tests.fake_upstream import MARK, cut_body, run_fake
 
 MODELS = {"claude-tiny": 3_000, "claude-sonnet-4-5": 200_000, "claude-haiku-4-5": 200_000, "claude-opus-4-1": 200_000}
 MESSAGE_FIELDS = {"model", "messages", "max_tokens", "system", "stream", "stop_sequences", "temperature", "top_p",
@@ -493,12 +493,7 @@ def _steer(text: str, word: str) -> int | None:
 
 
 def main() -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="run the fake Anthropic upstream")
-    parser.add_argument("--port", type=int, default=9200)
-    args = parser.parse_args()
-    web.run_app(FakeAnthropic().app(), host="127.0.0.1", port=args.port, access_log=None)
+    run_fake(FakeAnthropic().app(), "run the fake Anthropic upstream", 9200)
 
 
 if __name__ == "__main__":

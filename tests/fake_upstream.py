@@ -472,13 +472,18 @@ def _check_messages(messages: Any) -> web.Response | None:
     return None
 
 
-def main() -> None:
+def run_fake(app: web.Application, description: str, default_port: int) -> None:
+    """`python tests/<fake>.py [--port N]`: a fake upstream on its own, to try the proxy against."""
     import argparse
 
-    parser = argparse.ArgumentParser(description="run the fake OpenAI upstream")
-    parser.add_argument("--port", type=int, default=9100)
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--port", type=int, default=default_port)
     args = parser.parse_args()
-    web.run_app(FakeOpenAI().app(), host="127.0.0.1", port=args.port, access_log=None)
+    web.run_app(app, host="127.0.0.1", port=args.port, access_log=None)
+
+
+def main() -> None:
+    run_fake(FakeOpenAI().app(), "run the fake OpenAI upstream", 9100)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from proxy.doors.responses_codec import ResponsesCall, ResponseStream, output_items, parse_request, response_object
+from tests.doors.test_responses_codec import ANSWER
 
 RID = "resp_feed"
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
@@ -98,16 +99,7 @@ def test_a_streamed_answer_is_what_the_sdk_accumulates_and_what_a_plain_answer_g
     ]  # fmt: skip
     final = accumulated(events)
     assert final.output_text == "It rains." and final.usage.total_tokens == 8
-    answer = {
-        "role": "assistant",
-        "content": "It rains.",
-        "reasoning_content": "Look it up.",
-        "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "w", "arguments": '{"city":"Oslo"}'}},
-            {"id": "call_b", "type": "function", "function": {"name": "t", "arguments": "{}"}},
-        ],
-    }
-    assert stream.response["output"] == output_items(answer, response_id=RID)
+    assert stream.response["output"] == output_items(ANSWER, response_id=RID)
     assert events[-1]["response"] == stream.response
     assert Response.model_validate(stream.response).status == "completed"
     text_delta = events[11]

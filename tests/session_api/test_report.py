@@ -35,6 +35,16 @@ async def _chat(proxy: Proxy, key: str, session: str, turns: int, *, full_histor
     return prompts
 
 
+async def report(proxy: Proxy, tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`context-proxy report ARGS` against the proxy's store: its exit code, output and errors."""
+    config = tmp_path / "c.yaml"
+    redis = proxy.app[SETTINGS].redis
+    config.write_text(f"redis:\n  url: {redis.url}\n  cluster: {str(redis.cluster).lower()}\n")
+    code = await asyncio.to_thread(main, ["--config", str(config), "report", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def _row(out: str, key: str) -> list[str]:
     (line,) = [line for line in out.splitlines() if line.startswith(key + " ")]
     return line.split()
@@ -59,12 +69,7 @@ async def test_the_report_shows_each_key_and_model_with_its_compactions(
     await proxy.idle()
     _, journal = await session_json(proxy, "long", key=ALICE)
     totals = journal["totals"]
-    config = tmp_path / "c.yaml"
-    redis = proxy.app[SETTINGS].redis
-    config.write_text(f"redis:\n  url: {redis.url}\n  cluster: {str(redis.cluster).lower()}\n")
-
-    code = await asyncio.to_thread(main, ["--config", str(config), "report", "--since", "1d"])
-    out = capsys.readouterr().out
+    code, out, _ = await report(proxy, tmp_path, capsys, "--since", "1d")
     assert code == 0
     with capsys.disabled():  # the figures docs/savings.md quotes (`pytest -s` shows them)
         print(out)
@@ -78,8 +83,7 @@ async def test_the_report_shows_each_key_and_model_with_its_compactions(
     assert int(bob_row[2]) == 3 and int(bob_row[3]) == sum(bob) and int(bob_row[5]) < 0, "history supplied"
     assert int(_row(out, "total")[1]) == 63
 
-    code = await asyncio.to_thread(main, ["--config", str(config), "report", "--key", "bob"])
-    out = capsys.readouterr().out
+    code, out, _ = await report(proxy, tmp_path, capsys, "--key", "bob")
     assert code == 0 and "alice" not in out and _row(out, "bob") == bob_row
-    code = await asyncio.to_thread(main, ["--config", str(config), "report", "--since", "soon"])
-    assert code == 2 and "--since" in capsys.readouterr().err
+    code, _, err = await report(proxy, tmp_path, capsys, "--since", "soon")
+    assert code == 2 and "--since" in err

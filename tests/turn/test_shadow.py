@@ -3,15 +3,12 @@ journals the turn and counts what managed mode would have sent, with no summariz
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from proxy.app_state import SETTINGS
-from proxy.cli import main
 from proxy.compaction.strategies import StrategyRegistry
 from proxy.config import ContextSettings, Settings
 from proxy.context.compose import build_history
@@ -25,6 +22,7 @@ from tests.fake_upstream import FakeOpenAI
 from tests.gateway.conftest import gateway_settings
 from tests.handlers.test_overflow import SYSTEM, filler
 from tests.handlers.test_sessions import session_json
+from tests.session_api.test_report import report
 
 WINDOW = 4000
 
@@ -84,11 +82,7 @@ async def test_sixty_shadow_turns_forward_the_client_s_messages_and_count_what_m
     assert totals["saved_tokens"] == sum(t["client_tokens"] for t in turns) - sum(composed) > 0
     assert [t["saved_tokens"] for t in turns] == [t["client_tokens"] - c for t, c in zip(turns, composed, strict=True)]
 
-    config = tmp_path / "c.yaml"
-    redis = proxy.app[SETTINGS].redis
-    config.write_text(f"redis:\n  url: {redis.url}\n  cluster: {str(redis.cluster).lower()}\n")
-    code = await asyncio.to_thread(main, ["--config", str(config), "report", "--since", "1d"])
-    out = capsys.readouterr().out
+    code, out, _ = await report(proxy, tmp_path, capsys, "--since", "1d")
     assert code == 0
     with capsys.disabled():  # the figures docs/savings.md quotes (`pytest -s` shows them)
         print(out)
