@@ -16,7 +16,7 @@ instead, and waits and reloads like any other.
 from __future__ import annotations
 
 import asyncio
-import uuid
+import os
 from dataclasses import dataclass
 
 from proxy.context.window import FIRST_WINDOW
@@ -39,7 +39,7 @@ class CompactionClaim:
         self._key = key
         self._ttl_s = ttl_s
         self._window = window
-        self._token = uuid.uuid4().hex
+        self._token = os.urandom(16).hex()
         self.held = False
 
     @classmethod
