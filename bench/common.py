@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import subprocess
+from typing import Any
 
 import aiohttp
 import orjson
@@ -34,8 +35,8 @@ async def wait_up(url: str) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-def chat_body(messages: list[dict[str, str]], *, stream: bool = False) -> bytes:
-    return orjson.dumps({"model": MODEL, "messages": messages, "stream": stream})
+def chat_body(messages: list[Any], *, stream: bool = False, user: str | None = None) -> bytes:
+    return orjson.dumps({"model": MODEL, "messages": messages, "stream": stream, **({"user": user} if user else {})})
 
 
 def responses_body(text: str) -> bytes:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Callable
 
 import aiohttp
-import orjson
 import redis.asyncio as aioredis
 
-from bench.common import HEADERS, MODEL
+from bench.common import HEADERS, chat_body
 from bench.procs import running
 from bench.sessions import TENANT
 from bench.upstream import NUMBERED
@@ -59,14 +59,14 @@ def text_of(messages: list[Message]) -> int:
 
 
 async def journal(
-    proxy: str, redis: aioredis.Redis, session: str, turns: int, build: type | object
+    proxy: str, redis: aioredis.Redis, session: str, turns: int, build: Callable[[int], list[Message]]
 ) -> dict[str, float]:
     aof_before = (await redis.info("persistence"))["aof_current_size"]
     text = 0
     async with aiohttp.ClientSession() as http:
         for n in range(turns):
-            messages = build(n)  # type: ignore[operator]
-            body = orjson.dumps({"model": MODEL, "messages": messages, "user": NUMBERED})
+            messages = build(n)
+            body = chat_body(messages, user=NUMBERED)
             async with http.post(
                 f"{proxy}/v1/chat/completions", data=body, headers={**HEADERS, "X-Session-Id": session}
             ) as r:

@@ -9,9 +9,13 @@ its timeout included, and concurrent turns share the connection's reads.
 
 Only what may wait behind other commands goes on it: scripts, never `WAIT` (which holds its
 connection), so a store with `redis.wait_replicas` or on a cluster keeps redis-py for all.
-A lost connection fails the calls in flight with redis-py's `ConnectionError` (a 503, as
-any outage) and the next call opens a new one; a call with no reply within the timeout
-closes the connection, so no later reply is taken for another call's.
+Replies that are errors become redis-py's exceptions (its own parser's mapping), so the
+store maps them as it does redis-py's. A lost connection fails the calls in flight with
+`ConnectionError` (a 503, as any outage) and the next call opens a new one; a call with no
+reply within the timeout aborts the connection it waited on, failing the others in flight on
+it at once, so no later reply is taken for another call's. The URL's host or socket path,
+credentials and database are used; its other options (timeouts, client name, protocol) are
+not, and TLS URLs stay with redis-py.
 """
 
 from __future__ import annotations
@@ -21,19 +25,19 @@ from collections import deque
 from typing import Any, cast
 
 import hiredis
+from redis._parsers.base import BaseParser
 from redis.asyncio.connection import SSLConnection, parse_url
-from redis.exceptions import BusyLoadingError, ConnectionError, NoScriptError, ReadOnlyError, ResponseError
+from redis.exceptions import ConnectionError
 
 _TIMEOUT_S = 5.0
 """As redis-py's default socket timeout: a server that stops answering fails a call, not hangs it."""
-_ERRORS = {"NOSCRIPT": NoScriptError, "READONLY": ReadOnlyError, "LOADING": BusyLoadingError}
 
 
 class _Replies(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.waiting: deque[asyncio.Future[Any]] = deque()
-        self._reader = hiredis.Reader()
+        self._reader = hiredis.Reader(replyError=BaseParser.parse_error)  # redis-py's own errors, as its parser
 
     @property
     def open(self) -> bool:
@@ -48,9 +52,8 @@ class _Replies(asyncio.Protocol):
             future = self.waiting.popleft()
             if future.cancelled():
                 continue
-            if isinstance(reply, hiredis.ReplyError):
-                message = str(reply)
-                future.set_exception(_ERRORS.get(message.partition(" ")[0], ResponseError)(message))
+            if isinstance(reply, Exception):
+                future.set_exception(reply)
             else:
                 future.set_result(reply)
 
@@ -82,12 +85,14 @@ class Line:
         return None if options.get("connection_class") is SSLConnection else cls(dict(options))
 
     async def call(self, *command: Any) -> Any:
+        replies = None
         try:
             async with asyncio.timeout(self._timeout_s):
                 replies = self._replies if self._replies is not None and self._replies.open else await self._connect()
                 return await replies.send(command)
         except TimeoutError:
-            self.close()
+            if replies is not None:  # the connection this call waited on, whatever the line holds now
+                self._drop(replies)
             raise
 
     async def _connect(self) -> _Replies:
@@ -109,13 +114,18 @@ class Line:
                 for command in handshake:
                     await replies.send(command)
             except BaseException:
-                assert replies.transport is not None
-                replies.transport.close()
+                self._drop(replies)
                 raise
             self._replies = replies
             return replies
 
     def close(self) -> None:
-        if self._replies is not None and self._replies.transport is not None:
-            self._replies.transport.close()
-        self._replies = None
+        if self._replies is not None:
+            self._drop(self._replies)
+
+    def _drop(self, replies: _Replies) -> None:
+        """Abort the connection (its calls in flight fail at once, unsent writes are dropped)."""
+        if replies.transport is not None:
+            replies.transport.abort()
+        if self._replies is replies:
+            self._replies = None

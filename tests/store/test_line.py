@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ConnectionError, NoScriptError, ResponseError
 
 from proxy.store.line import Line
 
@@ -37,5 +37,13 @@ async def test_a_server_that_stops_answering_fails_the_call_and_the_next_connect
     with pytest.raises(TimeoutError):
         await line.call("PING")
     assert len(accepted) == 2, "a call with no reply in time closes its connection; the next opens another"
+    first = asyncio.create_task(line.call("PING"))
+    await asyncio.sleep(0.1)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(ConnectionError):
+        await line.call("PING")  # on the same connection: fails when the first call gives up on it
+    assert asyncio.get_running_loop().time() - started < 0.18, "not after a timeout of its own"
+    with pytest.raises(TimeoutError):
+        await first
     server.close()
     await server.wait_closed()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -129,10 +130,24 @@ async def test_keys_a_turn_creates_between_ttl_refreshes_expire_all_the_same(flu
     failed = {"input": [{"role": "user", "content": "x"}], "status": "failed"}
     await store.append_turn(keys, failed, parent=None, completed=False, hashes=["x"], ttl_s=600, usage=None)
     assert not await client.exists(keys.chain, keys.ends), "a failed turn enters no index"
-    await client.expire(keys.meta, 300)  # the TTLs were set this minute: the next turn does not refresh them
+    await client.expire(keys.meta, 590)  # the TTLs were set 10 s ago: the next turn does not refresh them
     await append(store, keys, "y")
-    assert await client.ttl(keys.meta) <= 300, "refreshed at most once a minute"
+    assert await client.ttl(keys.meta) <= 590, "refreshed at most once a minute"
     for key in (keys.turns, keys.links, keys.chain, keys.ends):
         assert 0 < await client.ttl(key) <= 600, f"{key} was created after the last refresh and still expires"
+    await client.aclose()
+    await store.close()
+
+
+async def test_a_ttl_shorter_than_the_refresh_step_is_refreshed_every_half_ttl(flushed_redis: str) -> None:
+    store = await Store.connect(flushed_redis)
+    client = aioredis.Redis.from_url(flushed_redis)
+    keys = SessionKeys(TENANT, "short-ttl")
+    record = {"input": [{"role": "user", "content": "x"}], "status": "completed"}
+    await store.append_turn(keys, record, parent=None, completed=True, hashes=["x"], ttl_s=2, usage=None)
+    await asyncio.sleep(1.1)
+    await store.append_turn(keys, record, parent=None, completed=True, hashes=["y"], ttl_s=2, usage=None)
+    for key in (keys.meta, keys.turns, keys.links):
+        assert await client.pttl(key) > 1500, f"{key}: the session lives on"
     await client.aclose()
     await store.close()

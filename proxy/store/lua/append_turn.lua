@@ -84,18 +84,20 @@ if seq == 0 then
   redis.call('HSETNX', KEYS[1], 'created', now)
   redis.call('HSETNX', KEYS[1], 'epoch', ARGV[9])
 end
--- The session's TTLs are refreshed at most once a minute (meta's `ttl_at`: when they last
--- were), not on every turn: each EXPIRE is a write the AOF and the replicas receive. A key
--- this turn created since then (no TTL yet) gets its TTL at once.
+-- The session's TTLs are refreshed at most once a minute (every half TTL when that is
+-- shorter), not on every turn: each EXPIRE is a write the AOF and the replicas receive. How
+-- long ago they were set is read off meta's own TTL, on the server's clock. A session's
+-- first turn sets them all; the keys a later turn may create between two refreshes (the
+-- chain index and `ends`, at the first completed turn) get theirs at once.
 local ttl = tonumber(ARGV[4])
-local refresh = now - tonumber(redis.call('HGET', KEYS[1], 'ttl_at') or '0') >= TTL_REFRESH_S
+local elapsed = ttl - redis.call('TTL', KEYS[1])  -- more than ttl while meta has none (-1)
+local refresh = seq == 0 or elapsed < 0 or elapsed >= math.min(TTL_REFRESH_S, ttl / 2)
 if refresh then
-  redis.call('HSET', KEYS[1], 'ttl_at', now)
   for i = 1, 7 do
     redis.call('EXPIRE', KEYS[i], ttl)
   end
-else
-  for i = 2, 7 do
+elseif ARGV[3] == '1' then
+  for _, i in ipairs({4, 7}) do
     if redis.call('TTL', KEYS[i]) == -1 then
       redis.call('EXPIRE', KEYS[i], ttl)
     end
