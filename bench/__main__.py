@@ -6,7 +6,7 @@ Targets, run interleaved round after round so machine noise hits all alike:
   (c) proxy, X-Context-Strategy: off  (d) proxy, delta client, 50-turn sessions
   (e) proxy, full-history client, 50 turns
   (f) streaming, 20 chunks: direct (f-a) and through the proxy (f-d)
-  (h) the Responses door and (i) the Messages door, delta clients on the same sessions as (d)
+  (h) the Responses door and (i) the Messages door, delta clients on fresh pools like (d)'s
 at concurrency 1 and 32; medians over rounds, with each process's CPU per request (the
 serving process and the Redis server apart). Then per-turn proxy CPU at 10, 100 and
 1,000 turns of history, RSS idle and under c=64, Redis memory per turn of text
@@ -36,6 +36,9 @@ from bench.report import Growth, growth_table, table, targets
 from bench.sessions import history, populate, user_message
 from bench.workers import compare_workers
 from proxy.store import Store
+
+OWN_POOL = ("h proxy responses 50", "i proxy messages 50")
+"""The doors' rows, compared with (d): each on a fresh pool of its own."""
 
 
 class Bench:
@@ -118,6 +121,8 @@ class Bench:
             for concurrency in (1, 32):
                 pool = await self.fresh_pool(50, self.pool_size)
                 for name, (url, factory, stream) in self.targets(pool).items():
+                    if name in OWN_POOL:  # the same sessions as (d) had, not the ones (d) and (e) grew
+                        url, factory, stream = self.targets(await self.fresh_pool(50, self.pool_size))[name]
                     result = await run_load(
                         url, factory, concurrency=concurrency, duration=self.duration, warmup=self.warmup,
                         stream=stream, meter=self.procs.cpu,

@@ -33,7 +33,7 @@ from proxy.store.index import SessionPage
 from proxy.store.line import Line
 from proxy.store.names import FORCE_COMPACTION, HANDOFF_PREFIX, SessionKeys, TenantKeys
 from proxy.store.replication import write_confirmed
-from proxy.store.scripts import Arg, Script
+from proxy.store.scripts import Arg, Execute, Script
 from proxy.types import JSONObject
 
 log = logging.getLogger("context_proxy.store")
@@ -103,14 +103,17 @@ class Store:
         self._wait_replicas = wait_replicas
         self._wait_timeout_ms = wait_timeout_ms
         self._line = line
-        self._append_turn = Script(client, "append_turn", line)
+        self.execute: Execute = line.call if line is not None else client.execute_command
+        """One command that may be pipelined behind others (no WATCH, no WAIT): on the line where
+        the store has one (`line.py`), else through redis-py."""
+        self._append_turn = Script(client, "append_turn", self.execute)
         self._touch_index = Script(client, "touch_index")
-        self._load_context = Script(client, "load_context", line)
-        self._save_window = Script(client, "save_window", line)
-        self._release_lock = Script(client, "release_lock", line)
-        self._claim_compaction = Script(client, "claim_compaction", line)
-        self._index_turn_end = Script(client, "index_turn_end", line)
-        self._add_feedback = Script(client, "add_feedback", line)
+        self._load_context = Script(client, "load_context", self.execute)
+        self._save_window = Script(client, "save_window", self.execute)
+        self._release_lock = Script(client, "release_lock", self.execute)
+        self._claim_compaction = Script(client, "claim_compaction", self.execute)
+        self._index_turn_end = Script(client, "index_turn_end", self.execute)
+        self._add_feedback = Script(client, "add_feedback", self.execute)
 
     @classmethod
     async def connect(

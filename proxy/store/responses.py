@@ -108,16 +108,17 @@ class ResponseStore:
 
     def __init__(self, store: Store, *, ttl_s: int) -> None:
         self._redis = _client(store)
+        self._execute = store.execute
         self._ttl_s = ttl_s
 
     async def save_response(self, tenant: str, response_id: str, stored: StoredResponse) -> None:
         with mapped():
-            await self._redis.set(response_key(tenant, response_id), orjson.dumps(stored), ex=self._ttl_s)
+            await self._execute("SET", response_key(tenant, response_id), orjson.dumps(stored), "EX", self._ttl_s)
 
     async def response(self, tenant: str, response_id: str) -> StoredResponse | None:
         """The stored response (None when it is unknown to this tenant, or deleted)."""
         with mapped():
-            raw = await self._redis.get(response_key(tenant, response_id))
+            raw = await self._execute("GET", response_key(tenant, response_id))
         return StoredResponse(**orjson.loads(raw)) if raw is not None else None
 
     async def delete_response(self, tenant: str, response_id: str) -> bool:
@@ -128,9 +129,7 @@ class ResponseStore:
 
     async def save_conversation(self, tenant: str, conversation_id: str, conversation: StoredConversation) -> None:
         with mapped():
-            await self._redis.set(
-                conversation_key(tenant, conversation_id), orjson.dumps(conversation), ex=self._ttl_s
-            )
+            await self._redis.set(conversation_key(tenant, conversation_id), orjson.dumps(conversation), ex=self._ttl_s)
 
     async def update_conversation(
         self, tenant: str, conversation_id: str, change: Callable[[StoredConversation], StoredConversation]
@@ -167,10 +166,10 @@ class ResponseStore:
 
     async def save_compaction(self, tenant: str, reference: str, compaction: StoredCompaction) -> None:
         with mapped():
-            await self._redis.set(compaction_key(tenant, reference), orjson.dumps(compaction), ex=self._ttl_s)
+            await self._execute("SET", compaction_key(tenant, reference), orjson.dumps(compaction), "EX", self._ttl_s)
 
     async def compaction(self, tenant: str, reference: str) -> StoredCompaction | None:
         """The compaction `reference` names for this tenant (None: unknown, expired, or another tenant's)."""
         with mapped():
-            raw = await self._redis.get(compaction_key(tenant, reference))
+            raw = await self._execute("GET", compaction_key(tenant, reference))
         return StoredCompaction(**orjson.loads(raw)) if raw is not None else None

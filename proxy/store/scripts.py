@@ -8,25 +8,26 @@ On a cluster, SCRIPT LOAD goes to every primary.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any
 
 from redis.exceptions import NoScriptError
 
 from proxy.store.connection import Client
-from proxy.store.line import Line
 
 Arg = bytes | str | int
+Execute = Callable[..., Awaitable[Any]]
+"""One command's call: redis-py's `execute_command`, or `Line.call`."""
 
 
 class Script:
     """One script of `lua/`; the store calls it through a typed method naming KEYS and ARGV."""
 
-    def __init__(self, client: Client, name: str, line: Line | None = None) -> None:
+    def __init__(self, client: Client, name: str, execute: Execute | None = None) -> None:
         self._client = client
-        self._execute = line.call if line is not None else client.execute_command
-        """How a call goes: on the line (`line.py`) where the store has one, else through redis-py."""
+        self._execute = execute or client.execute_command
+        """How a call goes (`Store.execute`: on the store's line where it has one)."""
         self._source = resources.files("proxy.store").joinpath("lua", f"{name}.lua").read_text()
         self._sha = hashlib.sha1(self._source.encode()).hexdigest()
 
