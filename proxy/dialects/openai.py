@@ -4,8 +4,10 @@ The upstream body is the client's own with the composed messages spliced in (the
 part is already serialized, so the rest of the body is serialized once and joined); a
 streamed request always asks for `include_usage`, so the usage of every answer can be fed
 back. The core's marks for other APIs (`proxy/context/model.py`) are removed first, and
-only when the messages may hold one: Anthropic's `cache_control` too, a Chat Completions
-client's own included (a session may hold turns another door journaled with it). Answers are read as they come.
+only when the serialized messages show one (`has_marks` finds every mark `strip_marks`
+removes, so a request from a door that makes marks but holds none is not re-serialized):
+Anthropic's `cache_control` too, a Chat Completions client's own included (a session may
+hold turns another door journaled with it). Answers are read as they come.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ CHAT_PATH = "/v1/chat/completions"
 
 class OpenAIChat:
     def request(self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int) -> Outgoing:
-        if chat.marked or has_marks(messages_json):  # the request's, or a journaled turn's from another door
+        if has_marks(messages_json):  # the request's, or a journaled turn's from another door
             messages_json = orjson.dumps(strip_marks(orjson.loads(messages_json)))
         return Outgoing(CHAT_PATH, upstream_body(chat, messages_json))
 
