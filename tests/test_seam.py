@@ -65,7 +65,9 @@ class ToyUpstream:
 class ToyDialect:
     """The core's request as one prompt string; the toy's answer as a Chat Completions one."""
 
-    def request(self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int) -> Outgoing:
+    def request(
+        self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int, unmarked: bool = False
+    ) -> Outgoing:
         prompt = "\n".join(f"{m['role']}: {m['content']}" for m in orjson.loads(messages_json))
         return Outgoing("/v1/complete", orjson.dumps({"prompt": prompt, "stream": chat.stream}))
 

@@ -18,6 +18,7 @@ from itertools import chain
 
 import orjson
 
+from proxy.context.model import has_marks
 from proxy.context.validity import CONTINUATION, ensure_valid_history, pair_tool_calls
 from proxy.context.window import Window
 from proxy.sessions import Turn, leading_count, message_hash, wire
@@ -94,12 +95,15 @@ class History:
     """Every unit but the last, as sent, serialized: reused byte for byte on every request.
     In chunks (comma-joined messages each), one per extension, so a turn never copies the
     whole: the upstream body is the one copy (`compose_json`, `forward.upstream_body`)."""
+    settled_marks: bool = False
+    """Whether a settled chunk may hold another API's marks (`has_marks`, once per chunk)."""
 
     @classmethod
     def of(cls, window: Window, units: tuple[Unit, ...]) -> History:
         settled = _settled_json(units[:-1])
         count = sum(len(u.messages) for u in units)
-        return cls(window, units, sum(u.total for u in units), count, (settled,) if settled else ())
+        chunks = (settled,) if settled else ()
+        return cls(window, units, sum(u.total for u in units), count, chunks, has_marks(settled))
 
     @cached_property
     def total(self) -> int:
@@ -133,7 +137,13 @@ def composed(history: History, new_input: list[Message]) -> list[Message]:
 
 
 def compose_json(history: History, new_input: list[Message]) -> bytes:
-    """`compose_messages` as a JSON array, reusing the cached bytes of every settled unit.
+    """`compose_messages` as a JSON array, reusing the cached bytes of every settled unit."""
+    return compose_screened(history, new_input)[0]
+
+
+def compose_screened(history: History, new_input: list[Message]) -> tuple[bytes, bool]:
+    """`compose_json`, and whether it is known to hold none of another API's marks (`has_marks`:
+    the settled units were screened once as they settled, the rest is screened here).
 
     A unit boundary never falls inside an open tool call, so each unit but the last is
     valid on its own; the last unit is validated together with the new input, which may
@@ -146,15 +156,14 @@ def compose_json(history: History, new_input: list[Message]) -> bytes:
     settled = (u.paired for u in history.units[:-1])
     first = _first_after_leading(chain([head], settled, [tail]))
     if first is None and not head and not history.settled_json and tail_source:
-        return orjson.dumps(compose_messages(history, new_input))  # only orphans: a placeholder goes
+        return orjson.dumps(compose_messages(history, new_input)), False  # only orphans: a placeholder goes
     if first is not None and first[1].get("role") != "user":
         if first[0] > len(head):
-            return orjson.dumps(compose_messages(history, new_input))
+            return orjson.dumps(compose_messages(history, new_input)), False
         head.insert(first[0], {"role": "user", "content": CONTINUATION})
-    parts = [orjson.dumps(m) for m in head]
-    parts.extend(history.settled_json)
-    parts.extend(orjson.dumps(m) for m in tail)
-    return json_array(parts)
+    head_parts, tail_parts = [orjson.dumps(m) for m in head], [orjson.dumps(m) for m in tail]
+    unmarked = not history.settled_marks and not any(has_marks(p) for p in (*head_parts, *tail_parts))
+    return json_array([*head_parts, *history.settled_json, *tail_parts]), unmarked
 
 
 def json_array(parts: Sequence[bytes]) -> bytes:
@@ -230,6 +239,7 @@ def extend_history(history: History, turns: Sequence[Turn]) -> History:
         history.units_tokens - last.total + sum(u.total for u in regrouped),
         history.message_count - len(last.messages) + sum(len(u.messages) for u in regrouped),
         settled,
+        history.settled_marks or has_marks(newly_settled),
     )
 
 

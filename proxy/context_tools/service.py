@@ -19,7 +19,7 @@ import orjson
 from proxy.compaction import Fitted
 from proxy.config import ContextSettings
 from proxy.context.budget import effective_tokens
-from proxy.context.compose import compose_json, compose_messages
+from proxy.context.compose import compose_messages, compose_screened
 from proxy.context.model import ChatRequest
 from proxy.context.tokens import Encoder, request_overhead
 from proxy.context_tools import handoff
@@ -43,6 +43,8 @@ class Prepared:
     tools: ProxyTools
     extra_tokens: int
     """Tokens beyond the budget step's count: tools first offered after it, the notice."""
+    unmarked: bool = False
+    """`messages_json` is known to hold no mark of another API (`compose_screened`)."""
 
     def with_rounds(self, added: list[Message], offering: bool) -> tuple[ChatRequest, bytes]:
         """A later round's request: the same messages plus what the rounds added; the
@@ -110,7 +112,8 @@ class ContextTools:
         size = fitted.tokens + fill.new_tokens
         notice = await self._notice(chat.model, keys, window_id, fill.trigger, size, fill.usage, request_id)
         if notice is None:
-            return Prepared(replace(chat, body=body), compose_json(history, new_input), window_id, tools, extra)
+            messages_json, unmarked = compose_screened(history, new_input)
+            return Prepared(replace(chat, body=body), messages_json, window_id, tools, extra, unmarked)
         messages = handoff.with_notice(compose_messages(history, new_input), notice)
         extra += len(encoder.encode_ordinary(notice))
         return Prepared(replace(chat, body=body), orjson.dumps(messages), window_id, tools, extra)

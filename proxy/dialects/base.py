@@ -21,9 +21,12 @@ class Outgoing:
 
 
 class Dialect(Protocol):
-    def request(self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int) -> Outgoing:
+    def request(
+        self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int, unmarked: bool = False
+    ) -> Outgoing:
         """The composed request (`chat` with its messages serialized as `messages_json`) in this API;
-        `default_max_tokens`: the output limit to send when the API requires one and the request has none."""
+        `default_max_tokens`: the output limit to send when the API requires one and the request has none;
+        `unmarked`: the messages are known to hold none of the core's marks for other APIs."""
         ...
 
     def answer(self, response: UpstreamResponse) -> Answer:

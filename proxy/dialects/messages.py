@@ -26,7 +26,9 @@ _DONE = b"data: [DONE]\n\n"
 
 
 class AnthropicMessages:
-    def request(self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int) -> Outgoing:
+    def request(
+        self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int, unmarked: bool = False
+    ) -> Outgoing:
         core = {**chat.body, "messages": orjson.loads(messages_json)}
         body = anthropic.to_messages_body(core, default_max_tokens=default_max_tokens)
         betas = betas_for(body)

@@ -22,8 +22,10 @@ CHAT_PATH = "/v1/chat/completions"
 
 
 class OpenAIChat:
-    def request(self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int) -> Outgoing:
-        if has_marks(messages_json):  # the request's, or a journaled turn's from another door
+    def request(
+        self, chat: ChatRequest, messages_json: bytes, *, default_max_tokens: int, unmarked: bool = False
+    ) -> Outgoing:
+        if not unmarked and has_marks(messages_json):  # the request's, or a journaled turn's from another door
             messages_json = orjson.dumps(strip_marks(orjson.loads(messages_json)))
         return Outgoing(CHAT_PATH, upstream_body(chat, messages_json))
 

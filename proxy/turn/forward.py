@@ -36,10 +36,11 @@ async def forward(
     session_header: str,
     authorization: str | None,
     default_max_tokens: int,
+    unmarked: bool = False,
 ) -> Sent:
-    """Send the composed request in the upstream's dialect."""
+    """Send the composed request in the upstream's dialect (`unmarked`: see `Dialect.request`)."""
     dialect = dialect_for(upstream.api)
-    outgoing = dialect.request(chat, messages_json, default_max_tokens=default_max_tokens)
+    outgoing = dialect.request(chat, messages_json, default_max_tokens=default_max_tokens, unmarked=unmarked)
     headers = upstream.headers_for(client_headers, session_header=session_header, authorization=authorization)
     headers["Content-Type"] = "application/json"
     headers.popall("Content-Encoding", None)  # the body is re-serialized, unencoded

@@ -359,11 +359,12 @@ class TurnService:
         new_input = sent_input(conversation.reconciled.new_input, self.deps.settings.context)
         prepared = await self._tools.prepare(plan.chat, fitted, new_input, keys=conversation.keys, fill=fill)
         try:
-            return Tried(fit, await self._send(plan, prepared.chat, prepared.messages_json), prepared)
+            answer = await self._send(plan, prepared.chat, prepared.messages_json, unmarked=prepared.unmarked)
+            return Tried(fit, answer, prepared)
         except (UpstreamUnavailable, UpstreamTimeout) as exc:
             return Tried(fit, exc, prepared)
 
-    async def _send(self, plan: Plan, chat: ChatRequest, messages_json: bytes) -> Answer:
+    async def _send(self, plan: Plan, chat: ChatRequest, messages_json: bytes, *, unmarked: bool = False) -> Answer:
         d = self.deps
         upstream = d.routes.client_for(chat.model)
         with tracing.span("upstream", model=chat.model, stream=chat.stream) as span:
@@ -375,6 +376,7 @@ class TurnService:
                 session_header=d.settings.sessions.header,
                 authorization=plan.caller.authorization,
                 default_max_tokens=d.settings.context.max_tokens_for(chat.model),
+                unmarked=unmarked,
             )
             span.set("http.response.status_code", sent.answer.status)
         d.events.emit(UpstreamAnswered(sent.path, sent.answer.status, sent.seconds, plan.caller.request_id))
