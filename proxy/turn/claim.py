@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass
+from functools import cached_property
 
 from proxy.context.window import FIRST_WINDOW
 from proxy.store import SessionKeys, Store
@@ -39,8 +40,12 @@ class CompactionClaim:
         self._key = key
         self._ttl_s = ttl_s
         self._window = window
-        self._token = os.urandom(16).hex()
         self.held = False
+
+    @cached_property
+    def _token(self) -> str:
+        """The holder's token, made only when the claim is first taken (most turns never do)."""
+        return os.urandom(16).hex()
 
     @classmethod
     def for_window(cls, store: Store, window: LoadedWindow, ttl_s: float) -> CompactionClaim:
