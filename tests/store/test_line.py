@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError, NoScriptError, ResponseError
 
+from proxy.store.embedded import find_server_binary
 from proxy.store.line import Line
 
 
@@ -47,3 +52,34 @@ async def test_a_server_that_stops_answering_fails_the_call_and_the_next_connect
         await first
     server.close()
     await server.wait_closed()
+
+
+async def test_a_tcp_server_with_a_password_and_a_database(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [find_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--requirepass", "s3cret",
+         "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        check = aioredis.Redis(port=port, password="s3cret", db=3)
+        for _ in range(100):
+            with contextlib.suppress(ConnectionError):
+                await check.ping()
+                break
+            await asyncio.sleep(0.05)
+        line = Line.for_url(f"redis://:s3cret@127.0.0.1:{port}/3")
+        assert line is not None
+        assert await line.call("SET", "k", "v") == b"OK"
+        assert await check.get("k") == b"v", "on the URL's database, authenticated"
+        line.close()
+        wrong = Line.for_url(f"redis://:wrong@127.0.0.1:{port}/3")
+        assert wrong is not None
+        with pytest.raises(ConnectionError):  # redis-py's AuthenticationError: a 503, not a 500
+            await wrong.call("PING")
+        await check.aclose()
+    finally:
+        server.kill()
+        server.wait()
