@@ -58,7 +58,7 @@ async def test_a_tcp_server_with_a_password_and_a_database(tmp_path: Path) -> No
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen(
+    server = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
         [find_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--requirepass", "s3cret",
          "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
