@@ -13,9 +13,11 @@ are built here; `handlers/access.py` logs the former, `cli.py` the latter.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import sys
+import time
 import traceback
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -71,6 +73,15 @@ def brief(exc: BaseException) -> str:
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+        self._second = -1
+        self._stamp = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """logging's own stamp (`2026-01-31 12:00:00,123`), its seconds formatted once a second."""
+        second = int(record.created)
+        if second != self._second:
+            self._second, self._stamp = second, time.strftime(self.default_time_format, self.converter(second))
+        return f"{self._stamp},{int(record.msecs):03d}"
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         record.message = record.message.replace("\n", "\\n").replace("\r", "\\r")
@@ -98,7 +109,15 @@ class JsonFormatter(logging.Formatter):
 
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     """The proxy's own handler: configuring again replaces it and nothing else; it writes
-    to whatever `sys.stderr` is when a line is logged."""
+    to whatever `sys.stderr` is when a line is logged.
+
+    Lines logged while an event loop runs in the thread are written together at the end of
+    the loop's turn (one write for every access line of that turn, not one each); any other
+    line is written at once, after those before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._batch: list[str] = []
 
     @property
     def stream(self) -> Any:
@@ -107,6 +126,31 @@ class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     @stream.setter
     def stream(self, value: Any) -> None:
         return None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._batch.append(self.format(record) + self.terminator)
+        except Exception:  # noqa: BLE001 (logging's own rule: logging a line never raises)
+            self.handleError(record)
+            return
+        loop = asyncio._get_running_loop()
+        if loop is None:
+            self._write_batch()
+        elif len(self._batch) == 1:
+            loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self._write_batch()
+
+    def _write_batch(self) -> None:
+        lines, self._batch = self._batch, []
+        try:
+            if lines:
+                self.stream.write("".join(lines))
+            self.stream.flush()
+        except Exception:  # noqa: BLE001 (as above)
+            self.handleError(logging.makeLogRecord({"msg": "".join(lines)}))
 
 
 def configure(level: str, fmt: str) -> None:

@@ -3,11 +3,13 @@ request id, a start-up line that says what runs, short lines for long foreign er
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import aiohttp
@@ -18,7 +20,7 @@ import pytest
 from proxy.config import settings_from_mapping
 from proxy.context.tokens import TokenCounter
 from proxy.errors import ConfigError
-from proxy.logs import JsonFormatter, TextFormatter, brief, redis_in_use
+from proxy.logs import JsonFormatter, TextFormatter, brief, configure, redis_in_use
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI
 
@@ -149,3 +151,39 @@ def test_the_start_up_line_says_what_runs(tmp_path: Path, redis_url: str) -> Non
     assert line["redis"] == redis_url
     assert line["config"] == str(config)
     assert line["strategy"] == "reset,summarize"
+
+
+async def test_lines_of_one_loop_turn_go_out_in_one_write_and_others_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    writes: list[str] = []
+
+    class Stderr:
+        def write(self, text: str) -> None:
+            writes.append(text)
+
+        def flush(self) -> None:
+            return None
+
+    def said(write: str) -> list[str]:
+        return [line.split("context_proxy.test ", 1)[1] for line in write.splitlines()]
+
+    monkeypatch.setattr(sys, "stderr", Stderr())
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    configure("info", "text")
+    try:
+        log = logging.getLogger("context_proxy.test")
+        log.info("one")
+        log.info("two")
+        assert writes == [], "not before the loop's turn ends"
+        await asyncio.sleep(0)
+        assert [said(w) for w in writes] == [["one", "two"]]
+        log.info("three")
+        thread = threading.Thread(target=log.info, args=("from a thread",))  # no loop there: at once,
+        thread.start()  # after the line that waits for the loop's turn
+        thread.join()
+        assert [said(w) for w in writes] == [["one", "two"], ["three", "from a thread"]]
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)

