@@ -7,6 +7,8 @@ Targets, run interleaved round after round so machine noise hits all alike:
   (e) proxy, full-history client, 50 turns
   (f) streaming, 20 chunks: direct (f-a) and through the proxy (f-d)
   (h) the Responses door and (i) the Messages door, delta clients on fresh pools like (d)'s
+  (j) cold loads: (d)'s request on a fresh pool, each session served once (its first turn
+      in this process: its 50 turns loaded from Redis)
 at concurrency 1 and 32; medians over rounds, with each process's CPU per request (the
 serving process and the Redis server apart). Then per-turn proxy CPU at 10, 100 and
 1,000 turns of history, RSS idle and under c=64, Redis memory per turn of text
@@ -29,7 +31,7 @@ import aiohttp
 import psutil
 
 from bench.common import HEADERS, chat_body, messages_body, responses_body
-from bench.load import Result, run_load
+from bench.load import Result, run_each, run_load
 from bench.memory import short_turns_memory
 from bench.procs import Processes, cpu_ns, running
 from bench.report import Growth, growth_table, table, targets
@@ -39,6 +41,10 @@ from proxy.store import Store
 
 OWN_POOL = ("h proxy responses 50", "i proxy messages 50")
 """The doors' rows, compared with (d): each on a fresh pool of its own."""
+PRIMED = ("d proxy delta 50", "e proxy full 50", "f-d stream proxy", *OWN_POOL)
+"""Rows of warm turns: each serves every session of its pool once before its warm-up, so what
+it measures is an ongoing conversation's turn, whatever the run's length (the cold loads are (j))."""
+COLD = "j proxy delta 50 cold"
 
 
 class Bench:
@@ -123,16 +129,27 @@ class Bench:
                 for name, (url, factory, stream) in self.targets(pool).items():
                     if name in OWN_POOL:  # the same sessions as (d) had, not the ones (d) and (e) grew
                         url, factory, stream = self.targets(await self.fresh_pool(50, self.pool_size))[name]
+                    if name in PRIMED:
+                        await run_each(url, factory, self.pool_size, concurrency=concurrency, stream=stream)
                     result = await run_load(
                         url, factory, concurrency=concurrency, duration=self.duration, warmup=self.warmup,
                         stream=stream, meter=self.procs.cpu,
                     )  # fmt: skip
-                    results.setdefault((name, concurrency), []).append(result)
-                    print(
-                        f"  round {round_no + 1} c={concurrency:<2} {name:18} {result.throughput:8.0f} req/s  errors={result.errors}",
-                        file=sys.stderr,
-                    )
+                    self.note(results, name, concurrency, round_no, result)
+                url, factory, _ = self.targets(await self.fresh_pool(50, self.pool_size))["d proxy delta 50"]
+                cold = await run_each(url, factory, self.pool_size, concurrency=concurrency, meter=self.procs.cpu)
+                self.note(results, COLD, concurrency, round_no, cold)
         return results
+
+    @staticmethod
+    def note(
+        results: dict[tuple[str, int], list[Result]], name: str, concurrency: int, round_no: int, result: Result
+    ) -> None:
+        results.setdefault((name, concurrency), []).append(result)
+        print(
+            f"  round {round_no + 1} c={concurrency:<2} {name:20} {result.throughput:8.0f} req/s  errors={result.errors}",
+            file=sys.stderr,
+        )
 
     async def cpu_growth(self) -> Growth:
         """Per-turn proxy CPU for each (history depth, full-history?), one sample per interleaved round."""
@@ -204,7 +221,10 @@ async def main_async(quick: bool, rounds: int, pool: int) -> None:
         print(
             f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Python {sys.version.split()[0]}"
         )
-        print(f"(d), (e), (f-d), (g): a fresh pool of {pool} sessions of 50 turns per round and concurrency")
+        print(
+            f"(d), (e), (f-d), (g): a fresh pool of {pool} sessions of 50 turns per round and concurrency, "
+            "each session served once before (d), (e), (f-d), (h), (i) are measured; (j): the cold loads"
+        )
         results = await bench.rounds(rounds)
         print("\n" + table(results))
         peak = await bench.peak_rss()
@@ -226,9 +246,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="short runs, two rounds: under a minute")
     parser.add_argument("--rounds", type=int, help="rounds of interleaved targets (default 3, quick 2)")
-    parser.add_argument(
-        "--pool", type=int, default=200, help="sessions per pool (more than fit the proxy's cache: cold loads)"
-    )
+    parser.add_argument("--pool", type=int, default=200, help="sessions per pool (and the cold loads of (j) a round)")
     parser.add_argument(
         "--workers", type=int, help="instead: the proxy with 1 worker against this many, at c=32 (see bench/workers.py)"
     )

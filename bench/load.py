@@ -27,6 +27,14 @@ class Result:
     def throughput(self) -> float:
         return len(self.latencies) / self.seconds if self.seconds else 0.0
 
+    def add(self, timing: Timing, *, stream: bool) -> None:
+        if timing is None:
+            self.errors += 1
+            return
+        self.latencies.append(timing[0])
+        if stream and timing[1] is not None:
+            self.ttfb.append(timing[1])
+
     def percentile(self, p: float, series: str = "latencies") -> float:
         values = sorted(getattr(self, series))
         if not values:
@@ -59,31 +67,11 @@ async def run_load(
 
         async def worker() -> None:
             nonlocal counter
-            while True:
-                now = loop.time()
-                if now >= stop:
-                    return
+            while loop.time() < stop:
                 counter += 1
-                body, headers = make_request(counter)
-                t0 = time.perf_counter()
-                first = None
-                try:
-                    async with http.post(url, data=body, headers=headers) as response:
-                        async for _ in response.content.iter_any():
-                            if first is None:
-                                first = time.perf_counter()
-                        ok = response.status == 200
-                except aiohttp.ClientError:
-                    ok = False
-                t1 = time.perf_counter()
-                if loop.time() < measure_from:
-                    continue
-                if not ok:
-                    result.errors += 1
-                    continue
-                result.latencies.append(t1 - t0)
-                if stream and first is not None:
-                    result.ttfb.append(first - t0)
+                timing = await _post(http, url, *make_request(counter))
+                if loop.time() >= measure_from:
+                    result.add(timing, stream=stream)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         result.seconds = duration
@@ -92,3 +80,51 @@ async def run_load(
             count = len(result.latencies) + result.errors
             result.cpu_ms = {name: (cpu_to[name] - cpu_from[name]) / count / 1e6 for name in cpu_to}
     return result
+
+
+async def run_each(
+    url: str,
+    make_request: RequestFactory,
+    count: int,
+    *,
+    concurrency: int,
+    stream: bool = False,
+    meter: CpuMeter | None = None,
+) -> Result:
+    """`count` requests (`make_request(0)` to `make_request(count - 1)`), each measured, with CPU
+    over the whole run: a fixed set rather than a duration (a pool's sessions each served once)."""
+    result = Result()
+    pending = iter(range(count))
+    connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
+    async with aiohttp.ClientSession(connector=connector) as http:
+
+        async def worker() -> None:
+            for i in pending:
+                result.add(await _post(http, url, *make_request(i)), stream=stream)
+
+        cpu_from = meter() if meter is not None else {}
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        result.seconds = time.perf_counter() - started
+        if meter is not None and count:
+            cpu_to = meter()
+            result.cpu_ms = {name: (cpu_to[name] - cpu_from[name]) / count / 1e6 for name in cpu_to}
+    return result
+
+
+Timing = tuple[float, float | None] | None
+"""(latency, time to the first byte) of a request answered 200; None for an error."""
+
+
+async def _post(http: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str]) -> Timing:
+    t0 = time.perf_counter()
+    first = None
+    try:
+        async with http.post(url, data=body, headers=headers) as response:
+            async for _ in response.content.iter_any():
+                if first is None:
+                    first = time.perf_counter()
+            ok = response.status == 200
+    except aiohttp.ClientError:
+        return None
+    return (time.perf_counter() - t0, None if first is None else first - t0) if ok else None
