@@ -237,9 +237,14 @@ class TurnService:
         request without one keeps the session's, unless its block is its `own` (even empty)."""
         if not leading and not own:
             return conversation, None
-        hashes = tuple(message_hash(m) for m in leading)
         history = conversation.history
-        if hashes == history.window.leading_hashes:
+        window = history.window
+        if len(leading) == len(window.leading) == len(window.leading_hashes) and all(
+            m == kept for m, kept in zip(leading, window.leading, strict=True)
+        ):  # the same block as the session's (most requests that send one): nothing to hash
+            return conversation, None
+        hashes = tuple(message_hash(m) for m in leading)
+        if hashes == window.leading_hashes:
             return conversation, None
         tokens = await self.deps.tokens.count_messages(encoder, leading)
         history = history.with_leading(leading, tokens, hashes)
