@@ -118,6 +118,9 @@ class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self) -> None:
         super().__init__()
         self._batch: list[str] = []
+        self._flushing: asyncio.AbstractEventLoop | None = None
+        """The loop a flush of the batch is scheduled on (one that closed before running it
+        does not hold the next loop's lines back)."""
 
     @property
     def stream(self) -> Any:
@@ -136,7 +139,8 @@ class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
         loop = asyncio._get_running_loop()
         if loop is None:
             self._write_batch()
-        elif len(self._batch) == 1:
+        elif self._flushing is not loop:
+            self._flushing = loop
             loop.call_soon(self.flush)
 
     def flush(self) -> None:
@@ -144,7 +148,7 @@ class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
             self._write_batch()
 
     def _write_batch(self) -> None:
-        lines, self._batch = self._batch, []
+        lines, self._batch, self._flushing = self._batch, [], None
         try:
             if lines:
                 self.stream.write("".join(lines))

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -20,7 +21,7 @@ import pytest
 from proxy.config import settings_from_mapping
 from proxy.context.tokens import TokenCounter
 from proxy.errors import ConfigError
-from proxy.logs import JsonFormatter, TextFormatter, brief, configure, redis_in_use
+from proxy.logs import JsonFormatter, TextFormatter, _Handler, brief, configure, redis_in_use
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI
 
@@ -153,9 +154,9 @@ def test_the_start_up_line_says_what_runs(tmp_path: Path, redis_url: str) -> Non
     assert line["strategy"] == "reset,summarize"
 
 
-async def test_lines_of_one_loop_turn_go_out_in_one_write_and_others_at_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def written(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """What the proxy's handler writes to stderr, a string per write (`configure`d as `serve` does)."""
     writes: list[str] = []
 
     class Stderr:
@@ -165,25 +166,49 @@ async def test_lines_of_one_loop_turn_go_out_in_one_write_and_others_at_once(
         def flush(self) -> None:
             return None
 
-    def said(write: str) -> list[str]:
-        return [line.split("context_proxy.test ", 1)[1] for line in write.splitlines()]
-
-    monkeypatch.setattr(sys, "stderr", Stderr())
+    stderr = Stderr()
+    monkeypatch.setattr(_Handler, "stream", property(lambda h: stderr, lambda h, v: None))  # pytest swaps sys.stderr
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     configure("info", "text")
-    try:
-        log = logging.getLogger("context_proxy.test")
-        log.info("one")
-        log.info("two")
-        assert writes == [], "not before the loop's turn ends"
-        await asyncio.sleep(0)
-        assert [said(w) for w in writes] == [["one", "two"]]
-        log.info("three")
-        thread = threading.Thread(target=log.info, args=("from a thread",))  # no loop there: at once,
-        thread.start()  # after the line that waits for the loop's turn
-        thread.join()
-        assert [said(w) for w in writes] == [["one", "two"], ["three", "from a thread"]]
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
+    yield writes
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+async def test_lines_of_one_loop_turn_go_out_in_one_write_and_others_at_once(written: list[str]) -> None:
+    def said(write: str) -> list[str]:
+        return [line.split("context_proxy.test ", 1)[1] for line in write.splitlines()]
+
+    log = logging.getLogger("context_proxy.test")
+    log.info("one")
+    log.info("two")
+    assert written == [], "not before the loop's turn ends"
+    await asyncio.sleep(0)
+    assert [said(w) for w in written] == [["one", "two"]]
+    log.info("three")
+    thread = threading.Thread(target=log.info, args=("from a thread",))  # no loop there: at once,
+    thread.start()  # after the line that waits for the loop's turn
+    thread.join()
+    assert [said(w) for w in written] == [["one", "two"], ["three", "from a thread"]]
+
+
+async def test_a_loop_that_closed_before_writing_its_lines_does_not_hold_back_the_next(written: list[str]) -> None:
+    log = logging.getLogger("context_proxy.test")
+
+    async def log_and_stop() -> None:
+        log.info("first")
+        asyncio.get_running_loop().stop()  # before the turn that would write it
+
+    def other_loop() -> None:
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(log_and_stop())
+        loop.close()
+
+    thread = threading.Thread(target=other_loop)
+    thread.start()
+    thread.join()
+    assert written == []
+    log.info("second")
+    await asyncio.sleep(0)
+    assert len(written) == 1 and "first" in written[0] and "second" in written[0]

@@ -155,6 +155,8 @@ class _Supervisor:
         except BaseException:
             log.exception("worker %d failed", index)
         finally:
+            for handler in logging.getLogger().handlers:  # lines that wait for a loop's turn (`logs.py`)
+                handler.flush()
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(status)
