@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 import aiohttp
 import psutil
@@ -45,6 +46,20 @@ PRIMED = ("d proxy delta 50", "e proxy full 50", "f-d stream proxy", *OWN_POOL)
 """Rows of warm turns: each serves every session of its pool once before its warm-up, so what
 it measures is an ongoing conversation's turn, whatever the run's length (the cold loads are (j))."""
 COLD = "j proxy delta 50 cold"
+PRIMER_OFFSET = 10**6
+"""The primers' request numbers start here (a multiple of any pool size up to a million, so
+request i of either reaches the same session)."""
+
+
+def _shifted(
+    factory: Callable[[int], tuple[bytes, dict[str, str]]], offset: int, i: int
+) -> tuple[bytes, dict[str, str]]:
+    return factory(offset + i)
+
+
+def _miss_share(before: tuple[float, float], after: tuple[float, float]) -> float | None:
+    hits, misses = after[0] - before[0], after[1] - before[1]
+    return misses / (hits + misses) if hits + misses else None
 
 
 class Bench:
@@ -129,17 +144,32 @@ class Bench:
                 for name, (url, factory, stream) in self.targets(pool).items():
                     if name in OWN_POOL:  # the same sessions as (d) had, not the ones (d) and (e) grew
                         url, factory, stream = self.targets(await self.fresh_pool(50, self.pool_size))[name]
-                    if name in PRIMED:
-                        await run_each(url, factory, self.pool_size, concurrency=concurrency, stream=stream)
+                    if name in PRIMED:  # other messages than the measured requests'
+                        primer = partial(_shifted, factory, PRIMER_OFFSET)
+                        await run_each(url, primer, self.pool_size, concurrency=concurrency, stream=stream)
+                    loads = await self.cache_counts()
                     result = await run_load(
                         url, factory, concurrency=concurrency, duration=self.duration, warmup=self.warmup,
                         stream=stream, meter=self.procs.cpu,
                     )  # fmt: skip
+                    result.cache_misses = _miss_share(loads, await self.cache_counts())
                     self.note(results, name, concurrency, round_no, result)
                 url, factory, _ = self.targets(await self.fresh_pool(50, self.pool_size))["d proxy delta 50"]
+                loads = await self.cache_counts()
                 cold = await run_each(url, factory, self.pool_size, concurrency=concurrency, meter=self.procs.cpu)
+                cold.cache_misses = _miss_share(loads, await self.cache_counts())
                 self.note(results, COLD, concurrency, round_no, cold)
         return results
+
+    async def cache_counts(self) -> tuple[float, float]:
+        """The proxy's path-cache hits and misses so far (`/metrics`)."""
+        counts = {"context_proxy_path_cache_hits_total": 0.0, "context_proxy_path_cache_misses_total": 0.0}
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{self.procs.proxy_port}/metrics") as r:
+            for line in (await r.text()).splitlines():
+                name, _, value = line.partition(" ")
+                if name in counts:
+                    counts[name] = float(value)
+        return counts["context_proxy_path_cache_hits_total"], counts["context_proxy_path_cache_misses_total"]
 
     @staticmethod
     def note(

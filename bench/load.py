@@ -22,6 +22,8 @@ class Result:
     seconds: float = 0.0
     cpu_ms: dict[str, float] = field(default_factory=dict)
     """CPU per measured request, ms, by process (when a meter was given)."""
+    cache_misses: float | None = None
+    """The share of the proxy's session loads that found no cached path (its metrics), if read."""
 
     @property
     def throughput(self) -> float:

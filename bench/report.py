@@ -35,9 +35,9 @@ def table(results: Results) -> str:
     lines = [
         (
             "| scenario | c | req/s | p50 ms | p99 ms | req/s vs a | req/s vs b | p50 +ms vs a | p99 +ms vs a "
-            "| TTFB p50 ms | TTFB p99 ms | CPU ms/req | Redis CPU ms/req |"
+            "| TTFB p50 ms | TTFB p99 ms | CPU ms/req | Redis CPU ms/req | cache misses |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for concurrency in (1, 32):
         a = results[("a direct", concurrency)]
@@ -59,10 +59,12 @@ def table(results: Results) -> str:
                     f"{median(runs, lambda r: r.percentile(99, 'ttfb')) * 1000:.2f}",
                 )
             redis = f"{cpu(results, name, c, 'redis'):.3f}" if name in REDIS_USERS else ""
+            shares = [r.cache_misses for r in runs if r.cache_misses is not None]
+            misses = f"{statistics.median(shares):.0%}" if shares else ""
             lines.append(
                 f"| {name} | {c} | {rps:.0f} | {p50 * 1000:.2f} | {p99 * 1000:.2f} | {rps / a_rps:.2f} | {rps / b_rps:.2f} "
                 f"| {(p50 - ref50) * 1000:+.2f} | {(p99 - ref99) * 1000:+.2f} | {ttfb[0]} | {ttfb[1]} "
-                f"| {cpu(results, name, c):.3f} | {redis} |"
+                f"| {cpu(results, name, c):.3f} | {redis} | {misses} |"
             )
     return "\n".join(lines)
 

@@ -14,12 +14,13 @@ are built here; `handlers/access.py` logs the former, `cli.py` the latter.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import sys
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -111,9 +112,9 @@ class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     """The proxy's own handler: configuring again replaces it and nothing else; it writes
     to whatever `sys.stderr` is when a line is logged.
 
-    Lines logged while an event loop runs in the thread are written together at the end of
-    the loop's turn (one write for every access line of that turn, not one each); any other
-    line is written at once, after those before it."""
+    Lines below WARNING logged while an event loop runs in the thread are written together at
+    the end of the loop's turn (a write for up to 4 KB of access lines, not one each); any
+    other line is written at once, after those before it."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -137,24 +138,47 @@ class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
             self.handleError(record)
             return
         loop = asyncio._get_running_loop()
-        if loop is None:
+        if loop is None or record.levelno >= logging.WARNING:  # a warning is not kept waiting
             self._write_batch()
         elif self._flushing is not loop:
             self._flushing = loop
             loop.call_soon(self.flush)
 
     def flush(self) -> None:
-        with self.lock:  # type: ignore[union-attr]
+        # Reporting a failed write may fail too: a loop's callback that raised would be logged, and fail again.
+        with self.lock, contextlib.suppress(Exception):  # type: ignore[union-attr]
             self._write_batch()
 
     def _write_batch(self) -> None:
         lines, self._batch, self._flushing = self._batch, [], None
         try:
-            if lines:
-                self.stream.write("".join(lines))
-            self.stream.flush()
+            for chunk in _atomic_chunks(lines):
+                self.stream.write(chunk)
+                self.stream.flush()
+            if not lines:
+                self.stream.flush()
         except Exception:  # noqa: BLE001 (as above)
             self.handleError(logging.makeLogRecord({"msg": "".join(lines)}))
+
+
+_PIPE_BUF = 4096
+"""What one write to a pipe keeps whole on Linux: workers share their stderr."""
+
+
+def _atomic_chunks(lines: list[str]) -> Iterator[str]:
+    """`lines` joined into writes of at most `_PIPE_BUF` bytes (a longer line goes alone), so
+    another process's lines never land inside one."""
+    chunk: list[str] = []
+    size = 0
+    for line in lines:
+        length = len(line) if line.isascii() else len(line.encode())
+        if chunk and size + length > _PIPE_BUF:
+            yield "".join(chunk)
+            chunk, size = [], 0
+        chunk.append(line)
+        size += length
+    if chunk:
+        yield "".join(chunk)
 
 
 def configure(level: str, fmt: str) -> None:

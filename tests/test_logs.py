@@ -168,6 +168,8 @@ def written(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     stderr = Stderr()
     monkeypatch.setattr(_Handler, "stream", property(lambda h: stderr, lambda h, v: None))  # pytest swaps sys.stderr
+    for switch in ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing"):  # `configure` turns them off
+        monkeypatch.setattr(logging, switch, getattr(logging, switch))
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     configure("info", "text")
@@ -212,3 +214,17 @@ async def test_a_loop_that_closed_before_writing_its_lines_does_not_hold_back_th
     log.info("second")
     await asyncio.sleep(0)
     assert len(written) == 1 and "first" in written[0] and "second" in written[0]
+
+
+async def test_a_warning_goes_at_once_and_a_long_turn_in_writes_a_pipe_keeps_whole(written: list[str]) -> None:
+    log = logging.getLogger("context_proxy.test")
+    log.info("waits")
+    log.warning("at once")
+    assert len(written) == 1 and "waits" in written[0] and written[0].rstrip().endswith("at once")
+    lines = [f"line {n} " + "é" * 150 for n in range(40)]  # 300 bytes each, twice their length
+    for line in lines:
+        log.info(line)
+    await asyncio.sleep(0)
+    writes = written[1:]
+    assert len(writes) > 1 and all(len(w.encode()) <= 4096 and w.endswith("\n") for w in writes)
+    assert [line.split("context_proxy.test ", 1)[1] for w in writes for line in w.splitlines()] == lines

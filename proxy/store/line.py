@@ -72,6 +72,7 @@ class _Replies(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._watch is not None:
             self._watch.cancel()
+            self._watch = None
         while self.waiting:
             future = self.waiting.popleft()[0]
             if not future.done():
@@ -81,6 +82,9 @@ class _Replies(asyncio.Protocol):
         """Queue `command`; the commands of one turn of the event loop go out in one write."""
         loop = self._loop
         future = loop.create_future()
+        if not self.open:  # lost since the caller looked: no reply will come
+            future.set_exception(ConnectionError("connection to the store lost"))
+            return future
         deadline = loop.time() + self._timeout_s
         self.waiting.append((future, deadline))
         self._unsent.append(hiredis.pack_command(command))

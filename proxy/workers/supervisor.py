@@ -155,11 +155,13 @@ class _Supervisor:
         except BaseException:
             log.exception("worker %d failed", index)
         finally:
-            for handler in logging.getLogger().handlers:  # lines that wait for a loop's turn (`logs.py`)
-                handler.flush()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(status)
+            try:
+                for handler in logging.getLogger().handlers:  # lines that wait for a loop's turn (`logs.py`)
+                    handler.flush()
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(status)
 
     def _on_signal(self, signum: int) -> None:
         if signum == signal.SIGCHLD:
