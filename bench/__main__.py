@@ -25,7 +25,7 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import aiohttp
@@ -55,11 +55,6 @@ def _shifted(
     factory: Callable[[int], tuple[bytes, dict[str, str]]], offset: int, i: int
 ) -> tuple[bytes, dict[str, str]]:
     return factory(offset + i)
-
-
-def _miss_share(before: tuple[float, float], after: tuple[float, float]) -> float | None:
-    hits, misses = after[0] - before[0], after[1] - before[1]
-    return misses / (hits + misses) if hits + misses else None
 
 
 class Bench:
@@ -147,19 +142,25 @@ class Bench:
                     if name in PRIMED:  # other messages than the measured requests'
                         primer = partial(_shifted, factory, PRIMER_OFFSET)
                         await run_each(url, primer, self.pool_size, concurrency=concurrency, stream=stream)
-                    loads = await self.cache_counts()
-                    result = await run_load(
+                    result = await self.with_misses(run_load(
                         url, factory, concurrency=concurrency, duration=self.duration, warmup=self.warmup,
                         stream=stream, meter=self.procs.cpu,
-                    )  # fmt: skip
-                    result.cache_misses = _miss_share(loads, await self.cache_counts())
+                    ))  # fmt: skip
                     self.note(results, name, concurrency, round_no, result)
                 url, factory, _ = self.targets(await self.fresh_pool(50, self.pool_size))["d proxy delta 50"]
-                loads = await self.cache_counts()
-                cold = await run_each(url, factory, self.pool_size, concurrency=concurrency, meter=self.procs.cpu)
-                cold.cache_misses = _miss_share(loads, await self.cache_counts())
+                cold = await self.with_misses(
+                    run_each(url, factory, self.pool_size, concurrency=concurrency, meter=self.procs.cpu)
+                )
                 self.note(results, COLD, concurrency, round_no, cold)
         return results
+
+    async def with_misses(self, run: Awaitable[Result]) -> Result:
+        """`run`'s result, with the share of the proxy's session loads meanwhile that missed its cache."""
+        before = await self.cache_counts()
+        result = await run
+        hits, misses = (now - then for now, then in zip(await self.cache_counts(), before, strict=True))
+        result.cache_misses = misses / (hits + misses) if hits + misses else None
+        return result
 
     async def cache_counts(self) -> tuple[float, float]:
         """The proxy's path-cache hits and misses so far (`/metrics`)."""

@@ -79,8 +79,7 @@ async def run_load(
         result.seconds = duration
         if meter is not None and cpu_from and result.latencies:
             cpu_to = meter()
-            count = len(result.latencies) + result.errors
-            result.cpu_ms = {name: (cpu_to[name] - cpu_from[name]) / count / 1e6 for name in cpu_to}
+            result.cpu_ms = _per_request(cpu_from, cpu_to, len(result.latencies) + result.errors)
     return result
 
 
@@ -109,9 +108,13 @@ async def run_each(
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         result.seconds = time.perf_counter() - started
         if meter is not None and count:
-            cpu_to = meter()
-            result.cpu_ms = {name: (cpu_to[name] - cpu_from[name]) / count / 1e6 for name in cpu_to}
+            result.cpu_ms = _per_request(cpu_from, meter(), count)
     return result
+
+
+def _per_request(cpu_from: dict[str, int], cpu_to: dict[str, int], count: int) -> dict[str, float]:
+    """CPU ms per request, by process, between two readings of a `CpuMeter`."""
+    return {name: (cpu_to[name] - cpu_from[name]) / count / 1e6 for name in cpu_to}
 
 
 Timing = tuple[float, float | None] | None

@@ -148,14 +148,13 @@ class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
         # Reporting a failed write may fail too: a loop's callback that raised would be logged, and fail again.
         with self.lock, contextlib.suppress(Exception):  # type: ignore[union-attr]
             self._write_batch()
+            self.stream.flush()
 
     def _write_batch(self) -> None:
         lines, self._batch, self._flushing = self._batch, [], None
         try:
             for chunk in _atomic_chunks(lines):
                 self.stream.write(chunk)
-                self.stream.flush()
-            if not lines:
                 self.stream.flush()
         except Exception:  # noqa: BLE001 (as above)
             self.handleError(logging.makeLogRecord({"msg": "".join(lines)}))
