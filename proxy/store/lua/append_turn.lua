@@ -38,7 +38,7 @@ if parent >= 0 then
   depth = tonumber(string.match(link, '^%S+ (%S+)')) + 1
   local at = string.match(link, '^%S+ %S+ %*()')
   if at then
-    chain = string.gsub(string.sub(link, at, at + 19), '.', function(c) return string.format('%02x', string.byte(c)) end)
+    chain = string.format('%08x%08x%08x%08x%08x', struct.unpack('>I4I4I4I4I4', string.sub(link, at, at + 19)))
     if chain == NO_CHAIN then chain = '' end
   else
     chain = string.match(link, '^%S+ %S+ (%S*)')  -- a link written before the binary form
@@ -66,8 +66,14 @@ if ARGV[3] == '1' then
     redis.call('HSET', KEYS[7], hashes[#hashes], seq)
   end
 end
-local packed = string.gsub(chain ~= '' and chain or NO_CHAIN, '..', function(h) return string.char(tonumber(h, 16)) end)
-redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' *' .. packed .. table.concat(short, ','))
+local function packed(hex)  -- 40 hex digits -> their 20 bytes
+  local words = {}
+  for i = 1, 33, 8 do
+    table.insert(words, tonumber(string.sub(hex, i, i + 7), 16))
+  end
+  return struct.pack('>I4I4I4I4I4', unpack(words))
+end
+redis.call('HSET', KEYS[3], seq, parent .. ' ' .. depth .. ' *' .. packed(chain ~= '' and chain or NO_CHAIN) .. table.concat(short, ','))
 redis.call('HSET', KEYS[2], seq, ARGV[1])
 local now = math.floor(tonumber(ARGV[6]))
 local meta = {'updated', now}
