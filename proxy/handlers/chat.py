@@ -54,5 +54,7 @@ async def _pass_through(request: web.Request, chat: ChatRequest) -> web.StreamRe
         authorization=principal.upstream_authorization,
     )
     headers.popall("Content-Encoding", None)  # chat.raw is the decoded body
-    answer = await upstream.send("POST", CHAT_PATH, headers=headers, body=chat.raw, query=request.query)
+    answer = await upstream.send(
+        "POST", CHAT_PATH, headers=headers, body=chat.raw, query=request.rel_url.raw_query_string
+    )
     return await relay_raw(request, answer)

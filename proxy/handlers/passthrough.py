@@ -38,9 +38,13 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         session_header=settings.sessions.header,
         authorization=request[PRINCIPAL].upstream_authorization,
     )
-    body = raw if raw is not None else request.content if request.body_exists else None
+    body = raw if raw is not None else request.content.iter_any() if request.body_exists else None
     answer = await upstream.send(
-        request.method, "/v1/" + request.match_info["tail"], headers=headers, body=body, query=request.query
+        request.method,
+        "/v1/" + request.match_info["tail"],
+        headers=headers,
+        body=body,
+        query=request.rel_url.raw_query_string,
     )
     return await relay_raw(request, answer)
 

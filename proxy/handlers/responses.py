@@ -233,7 +233,7 @@ async def _pass_through(request: web.Request, raw: bytes, path: str) -> web.Stre
         request.headers, session_header=deps.settings.sessions.header, authorization=principal.upstream_authorization
     )
     headers.popall("Content-Encoding", None)  # raw is the decoded body
-    answer = await upstream.send("POST", path, headers=headers, body=raw, query=request.query)
+    answer = await upstream.send("POST", path, headers=headers, body=raw, query=request.rel_url.raw_query_string)
     return await relay_raw(request, answer)
 
 

@@ -1,7 +1,7 @@
 """The only code that speaks HTTP to the upstream.
 
-One long-lived `aiohttp.ClientSession` with a sized pool serves every request.
-Nothing above this module sees `aiohttp.ClientError`: connection failures become
+One long-lived pool of keep-alive connections (`http.Pool`) serves every request.
+Nothing above this module sees a transport error: connection failures become
 `UpstreamUnavailable` (502) and timeouts `UpstreamTimeout` (504), mapped here. An
 upstream *answer*, error statuses included, is returned as it is, for the handler
 to relay unchanged.
@@ -12,13 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
 
-import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from proxy import tracing
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
+from proxy.upstream.http import Body, Pool, Response
 
 HOP_BY_HOP = frozenset(
     h.lower()
@@ -29,7 +28,6 @@ HOP_BY_HOP = frozenset(
 )  # fmt: skip
 _PROXY_HEADERS = frozenset({"x-context-strategy"})
 ANTHROPIC_VERSION = "2023-06-01"
-_READ_SIZE = 64 * 1024
 
 
 @contextmanager
@@ -38,14 +36,14 @@ def _mapped(url: str) -> Iterator[None]:
         yield
     except TimeoutError as exc:
         raise UpstreamTimeout(f"upstream did not answer in time: {url}") from exc
-    except aiohttp.ClientError as exc:
+    except OSError as exc:
         raise UpstreamUnavailable(f"upstream unreachable: {exc.__class__.__name__}: {exc}") from exc
 
 
 class UpstreamResponse:
     """An upstream answer whose body is read (or streamed) through mapped errors."""
 
-    def __init__(self, response: aiohttp.ClientResponse, url: str) -> None:
+    def __init__(self, response: Response, url: str) -> None:
         self._response = response
         self._url = url
         self.status = response.status
@@ -67,7 +65,7 @@ class UpstreamResponse:
     async def iter_chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives, in the sizes the network delivers."""
         with _mapped(self._url):
-            async for chunk in self._response.content.iter_any():
+            async for chunk in self._response.iter_chunks():
                 yield chunk
 
     def close(self) -> None:
@@ -76,9 +74,20 @@ class UpstreamResponse:
 
 
 class UpstreamClient:
-    def __init__(self, session: aiohttp.ClientSession, *, base_url: str, api_key: str, api: str = "openai") -> None:
-        self._session = session
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        base_url: str,
+        api_key: str,
+        timeout_s: float,
+        read_timeout_s: float | None = None,
+        api: str = "openai",
+    ) -> None:
+        self._pool = pool
         self._base = base_url.rstrip("/")
+        self._timeout_s = timeout_s
+        self._read_timeout_s = read_timeout_s
         self._api_key = api_key
         self.api = api
         """The wire API this upstream speaks (`openai` or `anthropic`): how it is authorized, and
@@ -97,20 +106,13 @@ class UpstreamClient:
         api: str = "openai",
     ) -> UpstreamClient:
         """`timeout_s` bounds a whole exchange; `read_timeout_s` any silence in it (a stalled stream)."""
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections, ttl_dns_cache=300),
-            timeout=aiohttp.ClientTimeout(total=timeout_s, connect=connect_timeout_s, sock_read=read_timeout_s),
-            auto_decompress=False,
-            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        pool = Pool(base_url, max_connections=max_connections, connect_timeout_s=connect_timeout_s)
+        return cls(
+            pool, base_url=base_url, api_key=api_key, timeout_s=timeout_s, read_timeout_s=read_timeout_s, api=api
         )
-        return cls(session, base_url=base_url, api_key=api_key, api=api)
 
     async def close(self) -> None:
-        await self._session.close()
-
-    def url_for(self, v1_path: str) -> str:
-        """`/v1/models` -> `<base_url>/models` (base_url already ends in its version)."""
-        return self._base + v1_path[len("/v1") :]
+        await self._pool.close()
 
     def headers_for(
         self, client_headers: Mapping[str, str], *, session_header: str, authorization: str | None
@@ -147,21 +149,27 @@ class UpstreamClient:
         v1_path: str,
         *,
         headers: CIMultiDict[str] | CIMultiDictProxy[str],
-        body: Any = None,
-        query: Any = None,
+        body: Body = None,
+        query: str = "",
         timeout_s: float | None = None,
     ) -> UpstreamResponse:
-        """Send one request; the caller reads the response whole (which releases its connection)
-        or streams it to its end, else `close()`s it."""
-        url = self.url_for(v1_path)
-        timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s else self._session.timeout
+        """Send one request (`query`: its query string, still percent-encoded); the caller reads
+        the response whole (which releases its connection) or streams it to its end, else
+        `close()`s it. `timeout_s` replaces the upstream's whole-exchange timeout for this call."""
+        target = v1_path[len("/v1") :] + ("?" + query if query else "")
+        url = self._base + target
         if tracing.enabled():
             headers = CIMultiDict(headers)
             tracing.inject(headers)
         started = time.perf_counter()
         with _mapped(url):
-            response = await self._session.request(
-                method, url, params=query, headers=headers, data=body, allow_redirects=False, timeout=timeout
+            response = await self._pool.request(
+                method,
+                target,
+                headers.items(),
+                body,
+                timeout_s=timeout_s or self._timeout_s,
+                read_timeout_s=None if timeout_s else self._read_timeout_s,
             )
         answer = UpstreamResponse(response, url)
         answer.seconds = time.perf_counter() - started

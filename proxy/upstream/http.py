@@ -1,0 +1,532 @@
+"""HTTP/1.1 to one upstream origin, over keep-alive connections: the upstream client's transport.
+
+Written for the proxy's one kind of call (a request to a known origin, an answer read whole or
+relayed as it arrives), it spends about a third of the CPU of aiohttp's client on a call, which
+every managed turn pays. What it does:
+
+- A pool of at most `max_connections`, reused last-in first-out; a connection idle for
+  `idle_s` is closed rather than reused (servers drop idle connections on their own clock).
+- A request is written in one go: its head, then its body as bytes or, from an async
+  iterable of unknown length, chunked.
+- An answer is framed by `Content-Length`, by chunked transfer coding, or by the end of the
+  connection; 1xx interim answers are skipped. Its body is not decoded (a gzip answer is
+  relayed as gzip).
+- A connection goes back to the pool only when its answer was read to the end and neither
+  side asked to close it.
+- A request on a reused connection that the upstream closed before answering (it timed the
+  connection out as the request left) is sent once more on a new connection, when its body
+  can be sent again.
+
+Errors: `TimeoutError` when connecting takes longer than `connect_timeout_s`, when the
+upstream is silent for `read_timeout_s`, or at the request's deadline (the whole exchange,
+waiting for a connection and reading the body included); any other failure is an `OSError`
+(`ConnectionError`, `ssl.SSLError`, and `ProtocolError` for an answer that is not HTTP/1.1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import ssl
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from urllib.parse import urlsplit
+
+from multidict import CIMultiDict, CIMultiDictProxy
+
+_MAX_HEAD = 64 * 1024
+"""The most an answer's status line and headers may take (aiohttp's limit is 8 KB a line)."""
+_HIGH_WATER = 256 * 1024
+"""Read no more from the socket while this much of an answer waits for its reader."""
+_NO_BODY = frozenset((204, 304))
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+
+
+class ProtocolError(ConnectionError):
+    """The upstream answered something this client does not read as HTTP/1.1."""
+
+
+Body = bytes | AsyncIterable[bytes] | None
+
+
+class Pool:
+    """Keep-alive connections to the origin of `base_url` (http or https)."""
+
+    def __init__(self, base_url: str, *, max_connections: int, connect_timeout_s: float, idle_s: float = 15.0) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        self.tls = parts.scheme == "https"
+        self.host = parts.hostname
+        self.port = parts.port or (443 if self.tls else 80)
+        self.path = parts.path.rstrip("/")
+        """The base URL's path, which every request's target starts with."""
+        default_port = self.port == (443 if self.tls else 80)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.authority = host if default_port else f"{host}:{self.port}"
+        self._ssl = ssl.create_default_context() if self.tls else None
+        self._limit = max_connections
+        self._connect_timeout_s = connect_timeout_s
+        self._idle_s = idle_s
+        self._busy = 0
+        self._idle: list[_Connection] = []
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._closed = False
+
+    async def request(
+        self,
+        method: str,
+        target: str,
+        headers: Iterable[tuple[str, str]],
+        body: Body,
+        *,
+        timeout_s: float,
+        read_timeout_s: float | None,
+    ) -> Response:
+        """Send one request (`target`: the path after the base URL's, with its query) and
+        read its answer's head. The caller reads the body to its end, or `close()`s it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        head = _head(method, self.path + target, self.authority, headers, body)
+        await self._acquire(deadline)
+        connection = None
+        try:
+            connection = await self._checkout(deadline)
+            try:
+                return await connection.exchange(method, head, body, deadline, read_timeout_s)
+            except _Stale:
+                connection.close()
+                connection = await self._connect(deadline)
+                return await connection.exchange(method, head, body, deadline, read_timeout_s)
+        except BaseException:
+            if connection is not None:
+                connection.close()
+            self._release()
+            raise
+
+    async def close(self) -> None:
+        self._closed = True
+        for connection in self._idle:
+            connection.close()
+        self._idle.clear()
+
+    def put_back(self, connection: _Connection, reusable: bool) -> None:
+        """A request's answer is done with: keep its connection for the next, or close it."""
+        if reusable and not self._closed and connection.alive:
+            connection.idle_since = asyncio.get_running_loop().time()
+            connection.pooled = True
+            self._idle.append(connection)
+        else:
+            connection.close()
+        self._release()
+
+    def forget(self, connection: _Connection) -> None:
+        """An idle connection the upstream closed."""
+        if connection in self._idle:
+            self._idle.remove(connection)
+
+    async def _acquire(self, deadline: float) -> None:
+        """A place among the `max_connections`, waiting for one until the deadline."""
+        if self._closed:
+            raise ConnectionError("the upstream client is closed")
+        while self._busy >= self._limit:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                await _until(waiter, deadline)
+            except BaseException:
+                if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                    self._wake_next()  # woken, but leaving: the place goes to the next in line
+                raise
+            finally:
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)
+        self._busy += 1
+
+    def _release(self) -> None:
+        self._busy -= 1
+        self._wake_next()
+
+    def _wake_next(self) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def _checkout(self, deadline: float) -> _Connection:
+        now = asyncio.get_running_loop().time()
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.alive and now - connection.idle_since < self._idle_s:
+                return connection
+            connection.close()
+        return await self._connect(deadline)
+
+    async def _connect(self, deadline: float) -> _Connection:
+        loop = asyncio.get_running_loop()
+        budget = min(self._connect_timeout_s, deadline - loop.time())
+        if budget <= 0:
+            raise TimeoutError
+        async with asyncio.timeout(budget):
+            _, connection = await loop.create_connection(
+                lambda: _Connection(self),
+                self.host,
+                self.port,
+                ssl=self._ssl,
+                server_hostname=self.host if self._ssl else None,
+            )
+        return connection
+
+
+class Response:
+    """An answer: its status and headers, and its body to read."""
+
+    def __init__(self, connection: _Connection, status: int, headers: CIMultiDictProxy[str], framing: _Framing) -> None:
+        self.status = status
+        self.headers = headers
+        self._connection = connection
+        self._framing = framing
+        self._done = False
+
+    @property
+    def content_length(self) -> int | None:
+        """The `Content-Length` the upstream sent (None for a chunked answer, which has none)."""
+        value = self.headers.get("Content-Length", "")
+        return int(value) if _is_length(value) and not isinstance(self._framing, _Chunked) else None
+
+    async def read(self) -> bytes:
+        parts = [chunk async for chunk in self.iter_chunks()]
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def iter_chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives; the connection is released at its end."""
+        if self._done:
+            return
+        try:
+            while (chunk := await self._framing.next(self._connection)) is not None:
+                if chunk:
+                    yield chunk
+        except BaseException:
+            self.close()
+            raise
+        self._done = True
+        connection = self._connection
+        connection.pool.put_back(connection, self._framing.reusable and not connection.buffer)  # no bytes past the end
+
+    def close(self) -> None:
+        """Drop the connection unless the body was read to its end."""
+        if not self._done:
+            self._done = True
+            self._connection.pool.put_back(self._connection, False)
+
+
+class _Stale(Exception):
+    """A reused connection closed before any answer: the request may go again on a new one."""
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.idle_since = 0.0
+        self.used = False
+        """Has carried a request before (so a close before the answer may be the upstream's idle timeout)."""
+        self.received = False
+        """Some of the current request's answer has come."""
+        self.alive = True
+        self.pooled = False
+        """Idle in the pool: bytes that come now answer no request, and end the connection."""
+        self.lost: Exception | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        self._writable: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's are not asyncio.Transport subclasses
+
+    def data_received(self, data: bytes) -> None:
+        if self.pooled:
+            self.close()
+            return
+        self.buffer += data
+        self.received = True
+        if len(self.buffer) > _HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.alive = False
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.alive = False
+        self.lost = exc
+        self._wake()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self.pool.forget(self)
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    def close(self) -> None:
+        self.alive = False
+        if self.transport is not None:
+            self.transport.close()
+
+    async def exchange(
+        self, method: str, head: bytes, body: Body, deadline: float, read_timeout_s: float | None
+    ) -> Response:
+        reused, self.used, self.received, self.pooled = self.used, True, False, False
+        replayable = not isinstance(body, AsyncIterable)
+        if not self.alive or self.transport is None or self.transport.is_closing():
+            if reused and replayable:
+                raise _Stale
+            raise ConnectionError("the upstream closed the connection")
+        if isinstance(body, AsyncIterable):
+            self.transport.write(head)
+            async with asyncio.timeout_at(deadline):
+                await self._write_chunked(body)
+        else:
+            self.transport.writelines((head, body) if body else (head,))
+        try:
+            return await self._read_answer(method, deadline, read_timeout_s)
+        except ProtocolError:
+            raise
+        except ConnectionError:
+            if reused and replayable and not self.received:
+                raise _Stale from None
+            raise
+
+    async def _write_chunked(self, body: AsyncIterable[bytes]) -> None:
+        assert self.transport is not None
+        async for chunk in body:
+            if not self.alive:
+                return  # the upstream closed mid-upload: its answer, if any, says why
+            if chunk:
+                self.transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+            if self._writable is not None:
+                await self._writable
+        self.transport.write(b"0\r\n\r\n")
+
+    async def _read_answer(self, method: str, deadline: float, read_timeout_s: float | None) -> Response:
+        while True:
+            end = await self.find(b"\r\n\r\n", _MAX_HEAD, deadline, read_timeout_s)
+            head = bytes(self.buffer[:end]).decode("utf-8", "replace")
+            del self.buffer[: end + 4]
+            status, headers, version = _parse_head(head)
+            if 100 <= status < 200 and status != 101:
+                continue  # 100 Continue, 103 Early Hints: the answer follows
+            break
+        framing = _framing(method, status, headers, version, deadline, read_timeout_s)
+        return Response(self, status, CIMultiDictProxy(headers), framing)
+
+    async def find(self, needle: bytes, limit: int, deadline: float, read_timeout_s: float | None) -> int:
+        """Where `needle` starts in the buffer, waiting for more until it is there."""
+        start = 0
+        while (at := self.buffer.find(needle, start)) < 0 and len(self.buffer) <= limit:
+            start = max(0, len(self.buffer) - len(needle) + 1)
+            await self.more(deadline, read_timeout_s)
+        if at < 0 or at > limit:
+            raise ProtocolError(f"the upstream's answer has a line or head of over {limit} bytes")
+        return at
+
+    async def more(self, deadline: float, read_timeout_s: float | None) -> None:
+        """Wait for more bytes of the answer: ConnectionError if there will be none."""
+        if not self.alive:
+            raise ConnectionError("the upstream closed the connection") from self.lost
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        try:
+            await _until(waiter, deadline, read_timeout_s)
+        finally:
+            self._waiter = None
+
+    def take(self, at_most: int) -> bytes:
+        piece = bytes(self.buffer[:at_most])
+        del self.buffer[:at_most]
+        return piece
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+class _Length:
+    """A body of `Content-Length` bytes (zero for an answer that has none)."""
+
+    reusable = True
+
+    def __init__(self, length: int, deadline: float, read_timeout_s: float | None) -> None:
+        self._left = length
+        self._deadline = deadline
+        self._read_timeout_s = read_timeout_s
+
+    async def next(self, connection: _Connection) -> bytes | None:
+        if self._left == 0:
+            return None
+        if not connection.buffer:
+            await connection.more(self._deadline, self._read_timeout_s)
+        piece = connection.take(self._left)
+        self._left -= len(piece)
+        return piece
+
+
+class _UntilClose:
+    """A body that ends with the connection (no length, not chunked)."""
+
+    reusable = False
+
+    def __init__(self, deadline: float, read_timeout_s: float | None) -> None:
+        self._deadline = deadline
+        self._read_timeout_s = read_timeout_s
+
+    async def next(self, connection: _Connection) -> bytes | None:
+        if not connection.buffer:
+            try:
+                await connection.more(self._deadline, self._read_timeout_s)
+            except ConnectionError:
+                if connection.lost is not None:
+                    raise  # a reset, not the end
+                return None
+        return connection.take(len(connection.buffer))
+
+
+class _Chunked:
+    """A body in chunked transfer coding: each chunk's size line, its bytes, a CRLF; then trailers."""
+
+    reusable = True
+
+    def __init__(self, deadline: float, read_timeout_s: float | None) -> None:
+        self._deadline = deadline
+        self._read_timeout_s = read_timeout_s
+        self._left = 0
+        """Bytes of the current chunk still to come."""
+        self._crlf_due = False
+        """The CRLF after a chunk's bytes, read with the next size line (so a chunk is passed on at once)."""
+        self._ended = False
+
+    async def next(self, connection: _Connection) -> bytes | None:
+        if self._ended:
+            return None
+        if self._left == 0:
+            if self._crlf_due:
+                if await self._line(connection):
+                    raise ProtocolError("the upstream's chunk is longer than its size")
+                self._crlf_due = False
+            size = await self._line(connection)
+            digits = size.split(b";", 1)[0].strip(b" \t")
+            if not _CHUNK_SIZE.fullmatch(digits):
+                raise ProtocolError(f"the upstream sent a bad chunk size: {size[:40]!r}")
+            self._left = int(digits, 16)
+            if self._left == 0:
+                while await self._line(connection):
+                    pass  # trailers, up to the empty line
+                self._ended = True
+                return None
+        if not connection.buffer:
+            await connection.more(self._deadline, self._read_timeout_s)
+        piece = connection.take(self._left)
+        self._left -= len(piece)
+        self._crlf_due = self._left == 0
+        return piece
+
+    async def _line(self, connection: _Connection) -> bytes:
+        end = await connection.find(b"\r\n", _MAX_HEAD, self._deadline, self._read_timeout_s)
+        line = connection.take(end)
+        del connection.buffer[:2]
+        return line
+
+
+_Framing = _Length | _UntilClose | _Chunked
+
+
+def _framing(
+    method: str, status: int, headers: CIMultiDict[str], version: str, deadline: float, read_timeout_s: float | None
+) -> _Framing:
+    """How the answer's body ends, and whether its connection can carry another request."""
+    if method == "HEAD" or status in _NO_BODY:
+        framing: _Framing = _Length(0, deadline, read_timeout_s)
+    elif "chunked" in _joined(headers, "Transfer-Encoding"):
+        framing = _Chunked(deadline, read_timeout_s)
+    elif (length := headers.getall("Content-Length", None)) is not None:
+        if len(set(length)) != 1 or not _is_length(length[0]):
+            raise ProtocolError(f"the upstream sent a bad Content-Length: {length!r}")
+        framing = _Length(int(length[0]), deadline, read_timeout_s)
+    else:
+        return _UntilClose(deadline, read_timeout_s)
+    if version != "HTTP/1.1" or "close" in _joined(headers, "Connection"):
+        framing.reusable = False
+    return framing
+
+
+def _joined(headers: CIMultiDict[str], name: str) -> str:
+    """A header's values, on however many lines it came, lowercased."""
+    return ",".join(headers.getall(name, ())).lower()
+
+
+def _is_length(value: str) -> bool:
+    """ASCII digits only (`isdigit` alone takes "²", which `int` refuses)."""
+    return value.isascii() and value.isdigit()
+
+
+def _parse_head(head: str) -> tuple[int, CIMultiDict[str], str]:
+    lines = head.split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    code = rest[:3]
+    if not version.startswith("HTTP/1.") or len(code) != 3 or not _is_length(code) or rest[3:4] not in ("", " "):
+        raise ProtocolError(f"the upstream's answer does not start with an HTTP/1 status line: {lines[0][:80]!r}")
+    headers: CIMultiDict[str] = CIMultiDict()
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon or not name or name[0] in " \t" or name != name.rstrip():
+            raise ProtocolError(f"the upstream sent a bad header line: {line[:80]!r}")
+        headers.add(name, value.strip(" \t"))
+    return int(code), headers, version
+
+
+def _head(method: str, target: str, authority: str, headers: Iterable[tuple[str, str]], body: Body) -> bytes:
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {authority}"]
+    lines += [f"{name}: {value}" for name, value in headers]
+    if isinstance(body, bytes):
+        lines.append(f"Content-Length: {len(body)}")
+    elif body is not None:
+        lines.append("Transfer-Encoding: chunked")
+    elif method in ("POST", "PUT", "PATCH"):
+        lines.append("Content-Length: 0")
+    text = "\r\n".join(lines)
+    if text.count("\n") != len(lines) - 1 or "\r" in text.replace("\r\n", ""):
+        raise ValueError("a request header holds a line break")
+    return (text + "\r\n\r\n").encode("utf-8", "surrogateescape")
+
+
+async def _until(waiter: asyncio.Future[None], deadline: float, read_timeout_s: float | None = None) -> None:
+    """Await `waiter`, raising TimeoutError at the deadline or after `read_timeout_s`, whichever is first."""
+    loop = asyncio.get_running_loop()
+    delay = deadline - loop.time()
+    if read_timeout_s is not None and read_timeout_s < delay:
+        delay = read_timeout_s
+    if delay <= 0:
+        raise TimeoutError
+    timer = loop.call_later(delay, _expire, waiter)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
