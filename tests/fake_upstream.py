@@ -143,7 +143,8 @@ class FakeOpenAI:
         self.other_headers.append(dict(request.headers))
         body = await request.read()
         return web.json_response(
-            {"method": request.method, "path": request.path, "query": dict(request.query), "size": len(body),
+            {"method": request.method, "path": request.path, "raw_path": request.raw_path,
+             "query": dict(request.query), "size": len(body),
              "authorization": request.headers.get("Authorization"), "body": body[:200].decode(errors="replace")},
             status=int(request.query.get("status", 200)),
             headers={"X-Echo": "1"},

@@ -40,13 +40,17 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     )
     body = raw if raw is not None else request.content.iter_any() if request.body_exists else None
     answer = await upstream.send(
-        request.method,
-        "/v1/" + request.match_info["tail"],
-        headers=headers,
-        body=body,
-        query=request.rel_url.raw_query_string,
+        request.method, _raw_v1_path(request), headers=headers, body=body, query=request.rel_url.raw_query_string
     )
     return await relay_raw(request, answer)
+
+
+def _raw_v1_path(request: web.Request) -> str:
+    """The path from `/v1/` on, still percent-encoded as the client sent it (`match_info` is decoded)."""
+    raw = request.rel_url.raw_path
+    if "session" in request.match_info:
+        raw = raw[raw.index("/", len("/s/")) :]  # past /s/{session}: a segment holds no slash
+    return raw
 
 
 async def relay_raw(request: web.Request, answer: UpstreamResponse) -> web.StreamResponse:

@@ -183,6 +183,9 @@ class TurnService:
                 retry = await self._fit_under_budget(await self._retarget(requested, model))
             except ContextTooLarge:
                 continue
+            except BaseException:
+                discard(tried.attempt)  # its connection goes back, whatever ends the turn here
+                raise
             discard(tried.attempt)
             self.deps.events.emit(FallbackUsed(requested.chat.model, model, reason, requested.caller.request_id))
             tried = await self._forward(retry)

@@ -14,8 +14,13 @@ every managed turn pays. What it does:
 - A connection goes back to the pool only when its answer was read to the end and neither
   side asked to close it.
 - A request on a reused connection that the upstream closed before answering (it timed the
-  connection out as the request left) is sent once more on a new connection, when its body
-  can be sent again.
+  connection out as the request left) is sent once more on a new connection, when that is
+  safe: nothing of it was written yet, or it is idempotent (GET, HEAD, OPTIONS, or it carries
+  an `Idempotency-Key`) with a body that can be sent again. A POST is never sent twice.
+- An upload whose answer begins before it ends (an early 413) stops there; the connection
+  is then not reused.
+- A new connection tries the origin's addresses in turn, a new attempt every 250 ms while
+  none has connected (happy eyeballs, RFC 8305), so a black-holed IPv6 address costs 250 ms.
 
 Errors: `TimeoutError` when connecting takes longer than `connect_timeout_s`, when the
 upstream is silent for `read_timeout_s`, or at the request's deadline (the whole exchange,
@@ -27,9 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import ssl
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -40,6 +47,9 @@ _HIGH_WATER = 256 * 1024
 """Read no more from the socket while this much of an answer waits for its reader."""
 _NO_BODY = frozenset((204, 304))
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_IDEMPOTENT = frozenset(("GET", "HEAD", "OPTIONS", "TRACE"))
+_ATTEMPT_DELAY_S = 0.25
+"""Happy eyeballs: how long one address has before the next is tried too."""
 
 
 class ProtocolError(ConnectionError):
@@ -87,6 +97,7 @@ class Pool:
         read its answer's head. The caller reads the body to its end, or `close()`s it."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        headers = list(headers)
         head = _head(method, self.path + target, self.authority, headers, body)
         await self._acquire(deadline)
         connection = None
@@ -94,7 +105,9 @@ class Pool:
             connection = await self._checkout(deadline)
             try:
                 return await connection.exchange(method, head, body, deadline, read_timeout_s)
-            except _Stale:
+            except _Stale as stale:
+                if stale.sent and not _replayable(method, headers, body):
+                    raise ConnectionError("the upstream closed the connection without an answer") from None
                 connection.close()
                 connection = await self._connect(deadline)
                 return await connection.exchange(method, head, body, deadline, read_timeout_s)
@@ -109,12 +122,14 @@ class Pool:
         for connection in self._idle:
             connection.close()
         self._idle.clear()
+        for waiter in self._waiting:
+            if not waiter.done():
+                waiter.set_exception(ConnectionError("the upstream client is closed"))
 
     def put_back(self, connection: _Connection, reusable: bool) -> None:
         """A request's answer is done with: keep its connection for the next, or close it."""
         if reusable and not self._closed and connection.alive:
-            connection.idle_since = asyncio.get_running_loop().time()
-            connection.pooled = True
+            connection.rest()
             self._idle.append(connection)
         else:
             connection.close()
@@ -129,7 +144,7 @@ class Pool:
         """A place among the `max_connections`, waiting for one until the deadline."""
         if self._closed:
             raise ConnectionError("the upstream client is closed")
-        while self._busy >= self._limit:
+        while self._busy >= self._limit and not self._closed:
             waiter = asyncio.get_running_loop().create_future()
             self._waiting.append(waiter)
             try:
@@ -141,6 +156,8 @@ class Pool:
             finally:
                 if waiter in self._waiting:
                     self._waiting.remove(waiter)
+        if self._closed:
+            raise ConnectionError("the upstream client is closed")
         self._busy += 1
 
     def _release(self) -> None:
@@ -169,14 +186,46 @@ class Pool:
         if budget <= 0:
             raise TimeoutError
         async with asyncio.timeout(budget):
-            _, connection = await loop.create_connection(
-                lambda: _Connection(self),
-                self.host,
-                self.port,
-                ssl=self._ssl,
-                server_hostname=self.host if self._ssl else None,
-            )
-        return connection
+            infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            return await self._first_to_connect(_interleaved(infos))
+
+    async def _first_to_connect(self, addresses: list[str]) -> _Connection:
+        """Start an attempt on each address in turn, the next after 250 ms or at once when one
+        fails; the first to connect wins and the others are called off (or closed)."""
+        loop = asyncio.get_running_loop()
+        attempts: set[asyncio.Future[tuple[asyncio.BaseTransport, _Connection]]] = set()
+        errors: list[BaseException] = []
+        waiting = list(reversed(addresses))
+        try:
+            while waiting or attempts:
+                if waiting:
+                    attempts.add(
+                        asyncio.ensure_future(
+                            loop.create_connection(
+                                lambda: _Connection(self),
+                                waiting.pop(),
+                                self.port,
+                                ssl=self._ssl,
+                                server_hostname=self.host if self._ssl else None,
+                            )
+                        )
+                    )
+                done, attempts = await asyncio.wait(
+                    attempts, timeout=_ATTEMPT_DELAY_S if waiting else None, return_when=asyncio.FIRST_COMPLETED
+                )
+                for attempt in done:
+                    if (error := attempt.exception()) is not None:
+                        errors.append(error)
+                    else:
+                        attempts |= done - {attempt}  # closed below if they connected too
+                        return attempt.result()[1]
+            raise errors[0] if len(errors) == 1 else OSError(f"no address of {self.host} answered: {errors}")
+        finally:
+            for attempt in attempts:
+                if attempt.done() and not attempt.cancelled() and attempt.exception() is None:
+                    attempt.result()[0].close()
+                else:
+                    attempt.cancel()
 
 
 class Response:
@@ -212,7 +261,10 @@ class Response:
             raise
         self._done = True
         connection = self._connection
-        connection.pool.put_back(connection, self._framing.reusable and not connection.buffer)  # no bytes past the end
+        reusable = (
+            self._framing.reusable and not connection.buffer and not connection.upload_cut
+        )  # nothing past the end
+        connection.pool.put_back(connection, reusable)
 
     def close(self) -> None:
         """Drop the connection unless the body was read to its end."""
@@ -220,9 +272,20 @@ class Response:
             self._done = True
             self._connection.pool.put_back(self._connection, False)
 
+    def __del__(self) -> None:
+        # An answer dropped unread and unclosed (a code path that forgot it) still gives its
+        # place in the pool back, as aiohttp's responses do.
+        if not self._done:
+            self._done = True
+            self._connection.abandon()
+
 
 class _Stale(Exception):
-    """A reused connection closed before any answer: the request may go again on a new one."""
+    """A reused connection closed before any answer: the request may go again on a new one if
+    nothing of it was `sent`, or if it is idempotent."""
+
+    def __init__(self, *, sent: bool) -> None:
+        self.sent = sent
 
 
 class _Connection(asyncio.Protocol):
@@ -238,6 +301,8 @@ class _Connection(asyncio.Protocol):
         self.alive = True
         self.pooled = False
         """Idle in the pool: bytes that come now answer no request, and end the connection."""
+        self.upload_cut = False
+        """The answer began before the upload ended, which was stopped: the connection is spent."""
         self.lost: Exception | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
@@ -256,6 +321,8 @@ class _Connection(asyncio.Protocol):
             self._paused = True
             self.transport.pause_reading()
         self._wake()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)  # an upload waiting to write: the answer has begun
 
     def eof_received(self) -> bool:
         self.alive = False
@@ -283,15 +350,34 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def rest(self) -> None:
+        """Go idle in the pool, reading again (to see the upstream close it)."""
+        self.idle_since = asyncio.get_running_loop().time()
+        self.pooled = True
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def abandon(self) -> None:
+        """Close and give back the place of an answer nobody will read (from a finalizer)."""
+        try:
+            self.pool.put_back(self, False)
+        except RuntimeError:
+            pass  # the event loop is gone, and the pool with it
+
+    def _writing(self) -> bool:
+        """Can more of the request go out? (uvloop refuses a write on a lost connection.)"""
+        return self.alive and self.transport is not None and not self.transport.is_closing()
+
     async def exchange(
         self, method: str, head: bytes, body: Body, deadline: float, read_timeout_s: float | None
     ) -> Response:
         reused, self.used, self.received, self.pooled = self.used, True, False, False
-        replayable = not isinstance(body, AsyncIterable)
-        if not self.alive or self.transport is None or self.transport.is_closing():
-            if reused and replayable:
-                raise _Stale
+        if not self._writing():
+            if reused:
+                raise _Stale(sent=False)
             raise ConnectionError("the upstream closed the connection")
+        assert self.transport is not None
         if isinstance(body, AsyncIterable):
             self.transport.write(head)
             async with asyncio.timeout_at(deadline):
@@ -303,19 +389,30 @@ class _Connection(asyncio.Protocol):
         except ProtocolError:
             raise
         except ConnectionError:
-            if reused and replayable and not self.received:
-                raise _Stale from None
+            if reused and not self.received and not isinstance(body, AsyncIterable):
+                raise _Stale(sent=True) from None
             raise
 
     async def _write_chunked(self, body: AsyncIterable[bytes]) -> None:
+        """Send the body chunked, until its end, or until the answer begins or the upstream
+        closes (the answer, if any, says why)."""
         assert self.transport is not None
-        async for chunk in body:
-            if not self.alive:
-                return  # the upstream closed mid-upload: its answer, if any, says why
-            if chunk:
-                self.transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
-            if self._writable is not None:
-                await self._writable
+        try:
+            async for chunk in body:
+                if self.received or not self._writing():
+                    self.upload_cut = True
+                    return
+                if chunk:
+                    self.transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+                if self._writable is not None:
+                    await self._writable
+        except (OSError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # the client's own upload failed (aiohttp's payload errors)
+            raise ConnectionError(f"reading the request body to send failed: {exc}") from exc
+        if self.received or not self._writing():
+            self.upload_cut = True
+            return
         self.transport.write(b"0\r\n\r\n")
 
     async def _read_answer(self, method: str, deadline: float, read_timeout_s: float | None) -> Response:
@@ -457,24 +554,52 @@ def _framing(
     method: str, status: int, headers: CIMultiDict[str], version: str, deadline: float, read_timeout_s: float | None
 ) -> _Framing:
     """How the answer's body ends, and whether its connection can carry another request."""
+    codings = _tokens(headers, "Transfer-Encoding")
     if method == "HEAD" or status in _NO_BODY:
         framing: _Framing = _Length(0, deadline, read_timeout_s)
-    elif "chunked" in _joined(headers, "Transfer-Encoding"):
+    elif codings and codings[-1] == "chunked":
         framing = _Chunked(deadline, read_timeout_s)
+        framing.reusable = "Content-Length" not in headers  # both: a sign of smuggling (RFC 9112 6.3)
+    elif codings:
+        return _UntilClose(deadline, read_timeout_s)  # a transfer coding that does not end in chunked
     elif (length := headers.getall("Content-Length", None)) is not None:
         if len(set(length)) != 1 or not _is_length(length[0]):
             raise ProtocolError(f"the upstream sent a bad Content-Length: {length!r}")
         framing = _Length(int(length[0]), deadline, read_timeout_s)
     else:
         return _UntilClose(deadline, read_timeout_s)
-    if version != "HTTP/1.1" or "close" in _joined(headers, "Connection"):
+    if version != "HTTP/1.1" or "close" in _tokens(headers, "Connection"):
         framing.reusable = False
     return framing
 
 
-def _joined(headers: CIMultiDict[str], name: str) -> str:
-    """A header's values, on however many lines it came, lowercased."""
-    return ",".join(headers.getall(name, ())).lower()
+def _tokens(headers: CIMultiDict[str], name: str) -> list[str]:
+    """A comma-separated header's tokens, lowercased, on however many lines it came."""
+    return [t.strip().lower() for line in headers.getall(name, ()) for t in line.split(",") if t.strip()]
+
+
+def _interleaved(infos: Sequence[tuple[Any, ...]]) -> list[str]:
+    """The addresses of getaddrinfo's answer, one family then the other (RFC 8305), in its order."""
+    families: dict[object, list[str]] = {}
+    for info in infos:
+        address = str(info[4][0])
+        listed = families.setdefault(info[0], [])
+        if address not in listed:
+            listed.append(address)
+    ordered: list[str] = []
+    queues = list(families.values())
+    while any(queues):
+        for queue in queues:
+            if queue:
+                ordered.append(queue.pop(0))
+    return ordered
+
+
+def _replayable(method: str, headers: list[tuple[str, str]], body: Body) -> bool:
+    """May this request go twice? An idempotent method, or an idempotency key (as Go's net/http
+    decides), with a body that can be sent again."""
+    keyed = any(name.lower() in ("idempotency-key", "x-idempotency-key") for name, _ in headers)
+    return not isinstance(body, AsyncIterable) and (method in _IDEMPOTENT or keyed)
 
 
 def _is_length(value: str) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+import yarl
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -31,9 +32,21 @@ async def test_method_query_body_and_status_pass_through(proxy: Proxy) -> None:
         assert r.status == 201 and r.headers["X-Echo"] == "1"
         body = await r.json()
     assert body == {
-        "method": "PUT", "path": "/v1/echo/files", "query": {"purpose": "batch", "status": "201"},
+        "method": "PUT", "path": "/v1/echo/files", "raw_path": "/v1/echo/files?purpose=batch&status=201",
+        "query": {"purpose": "batch", "status": "201"},
         "size": 3_000_000, "authorization": "Bearer sk-own", "body": "x" * 200,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("prefix", ["", "/s/v1"])
+async def test_the_path_and_query_go_up_encoded_as_the_client_sent_them(proxy: Proxy, prefix: str) -> None:
+    """Escapes stay escapes (a space, a slash inside a segment, a plus); a session prefix is dropped."""
+    async with aiohttp.ClientSession() as http:
+        url = yarl.URL(proxy.url + prefix + "/v1/echo/files/a%20b%2Fc%C3%A9?x=%2B1&y=a+b", encoded=True)
+        async with http.get(url, headers={"Authorization": "Bearer sk-own"}) as r:
+            body = await r.json()
+    assert body["raw_path"] == "/v1/echo/files/a%20b%2Fc%C3%A9?x=%2B1&y=a+b"
+    assert body["query"] == {"x": "+1", "y": "a b"}
 
 
 async def test_client_without_key_gets_the_configured_one(proxy: Proxy) -> None:

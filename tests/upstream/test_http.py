@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -268,18 +269,38 @@ async def test_chunked_answer_streams_chunk_by_chunk(serve: Serve) -> None:
 
 async def test_chunked_answer_read_whole_with_trailers_then_the_connection_is_reused(serve: Serve) -> None:
     chunked = (
-        b"HTTP/1.1 200 OK\r\nContent-Length: 999\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"4;ext=1\r\nWiki\r\n"
         b"b;a=b;c\r\npedia in \r\n\r\n"  # a chunk whose bytes hold a CRLF
         b"0;last=yes\r\nX-Checksum: abc\r\nX-Other: d\r\n\r\n"
     )
     upstream, pool = await serve(replies(chunked, answer(b"next")))
     response = await get(pool)
-    assert response.content_length is None  # chunked wins over Content-Length
+    assert response.content_length is None
     assert await response.read() == b"Wikipedia in \r\n"
     assert await read(pool) == b"next"  # the trailers were consumed: the next answer is read right
     assert upstream.connections == 1
     assert [s.connection for s in upstream.requests] == [0, 0]
+
+
+async def test_chunked_with_a_content_length_is_read_chunked_and_its_connection_not_reused(serve: Serve) -> None:
+    both = b"HTTP/1.1 200 OK\r\nContent-Length: 999\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nWiki\r\n0\r\n\r\n"
+    upstream, pool = await serve(replies(both, answer(b"next")))
+    response = await get(pool)
+    assert response.content_length is None  # chunked wins over Content-Length
+    assert await response.read() == b"Wiki"
+    assert await read(pool) == b"next"
+    assert [s.connection for s in upstream.requests] == [0, 1]  # RFC 9112 6.3: both is suspect
+
+
+async def test_a_transfer_coding_not_ending_in_chunked_is_read_to_the_close(serve: Serve) -> None:
+    async def handle(conn: Conn) -> None:
+        await conn.request()
+        await conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\nraw bytes")
+        conn.writer.close()
+
+    _, pool = await serve(handle)
+    assert await read(pool) == b"raw bytes"
 
 
 async def test_answers_split_byte_by_byte_are_framed_right(serve: Serve) -> None:
@@ -487,7 +508,7 @@ async def test_a_failing_async_body_drops_the_connection_and_frees_the_place(ser
         raise RuntimeError("the body's source failed")
 
     upstream, pool = await serve(handle, max_connections=1)
-    with pytest.raises(RuntimeError, match="source failed"):
+    with pytest.raises(ConnectionError, match="source failed"):  # a 502, not a 500
         await get(pool, method="POST", body=broken())
     await asyncio.wait_for(upstream.conns[0].eof.wait(), 1.0)
     assert await read(pool) == b"fine"
@@ -563,13 +584,40 @@ async def test_a_reused_connection_closed_without_an_answer_is_retried_once_on_a
 
     upstream, pool = await serve(handle)
     assert await read(pool) == b"first"
-    assert await read(pool, "/p", method="POST", body=b"payload") == b"second"
+    assert await read(pool, "/p", method="GET") == b"second"
     assert upstream.connections == 2
-    assert [(s.connection, s.line, s.body) for s in upstream.requests] == [
-        (0, "GET /x HTTP/1.1", b""),
-        (0, "POST /p HTTP/1.1", b"payload"),
-        (1, "POST /p HTTP/1.1", b"payload"),
+    assert [(s.connection, s.line) for s in upstream.requests] == [
+        (0, "GET /x HTTP/1.1"),
+        (0, "GET /p HTTP/1.1"),
+        (1, "GET /p HTTP/1.1"),
     ]
+
+
+@pytest.mark.parametrize(("headers", "sent"), [((), 1), ((("Idempotency-Key", "k-1"),), 2)], ids=["plain", "keyed"])
+async def test_a_post_is_sent_twice_only_with_an_idempotency_key(
+    serve: Serve, headers: tuple[tuple[str, str], ...], sent: int
+) -> None:
+    """The upstream may have acted on a POST it closed unanswered (billed a completion): it is not sent again."""
+
+    async def handle(conn: Conn) -> None:
+        if conn.index == 0:
+            await conn.request()
+            await conn.send(answer(b"first"))
+            await conn.request()
+            return
+        await conn.request()
+        await conn.send(answer(b"second"))
+        await conn.hold()
+
+    upstream, pool = await serve(handle)
+    assert await read(pool) == b"first"
+    if sent == 1:
+        with pytest.raises(ConnectionError):
+            await read(pool, "/p", method="POST", body=b"payload", headers=headers)
+    else:
+        assert await read(pool, "/p", method="POST", body=b"payload", headers=headers) == b"second"
+    await settle()
+    assert [s.body for s in upstream.requests if s.line.startswith("POST")] == [b"payload"] * sent
 
 
 async def test_a_reused_connection_closed_without_an_answer_is_not_retried_with_an_async_body(
@@ -1026,3 +1074,85 @@ async def test_an_answer_ending_at_close_cut_by_a_reset_is_a_connection_error(se
     response = await get(pool)
     with pytest.raises(ConnectionError):  # (the reset, or a ConnectionError from it)
         await response.read()
+
+
+async def test_a_connection_pooled_after_a_large_answer_still_sees_the_upstream_close_it(serve: Serve) -> None:
+    """A large answer read slowly (reading pauses and resumes), then the upstream closes the idle connection."""
+    tail = b"x" * (300 * 1024)
+
+    async def first(conn: Conn) -> None:
+        await conn.request()
+        await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\nhead" % (4 + len(tail)))
+        await asyncio.sleep(0.05)
+        await conn.send(tail)  # comes while the reader is busy: reading pauses over 256 KB
+        await asyncio.sleep(0.2)
+        conn.writer.close()  # the upstream's idle timeout
+
+    async def second(conn: Conn) -> None:
+        await conn.request()
+        await conn.send(answer(b"fresh"))
+        await conn.hold()
+
+    upstream, pool = await serve(lambda conn: first(conn) if conn.index == 0 else second(conn))
+    response = await get(pool)
+    pieces = []
+    async for piece in response.iter_chunks():
+        pieces.append(piece)
+        await asyncio.sleep(0.1)  # a slow client downstream
+    assert b"".join(pieces) == b"head" + tail
+    await asyncio.sleep(0.3)
+    assert await read(pool, "/p", method="POST", body=b"once") == b"fresh"  # a POST is never retried
+    assert upstream.connections == 2
+
+
+async def test_an_early_answer_stops_an_upload_the_upstream_no_longer_reads(serve: Serve) -> None:
+    closed = asyncio.Event()
+
+    async def handle(conn: Conn) -> None:
+        await conn.reader.readuntil(b"\r\n\r\n")
+        await conn.send(answer(b"too large", "413 Payload Too Large"))
+        await asyncio.sleep(1.5)  # reads no more for a while, the connection kept open
+        while await conn.reader.read(65536):
+            pass
+        closed.set()
+
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield b"y" * 65536
+
+    _, pool = await serve(handle)
+    started = asyncio.get_running_loop().time()
+    response = await get(pool, method="POST", body=endless(), timeout_s=5.0, read_timeout_s=5.0)
+    assert (response.status, await response.read()) == (413, b"too large")
+    assert elapsed_since(started) < 1.0  # not when the upstream reads again
+    await asyncio.wait_for(closed.wait(), 3.0)  # spent: closed, not pooled
+
+
+async def test_an_answer_dropped_without_close_gives_its_place_back(serve: Serve) -> None:
+    upstream, pool = await serve(replies(answer(b"unread"), answer(b"next")), max_connections=1)
+    response = await get(pool)
+    del response
+    gc.collect()
+    assert await read(pool, timeout_s=1.0) == b"next"
+    assert upstream.connections == 2  # the dropped one was closed
+
+
+async def test_closing_the_pool_wakes_its_waiters(serve: Serve) -> None:
+    _, pool = await serve(replies(answer(b"held")), max_connections=1)
+    held = await get(pool)
+    waiter = asyncio.create_task(get(pool, timeout_s=5.0))
+    await settle()
+    await pool.close()
+    with pytest.raises(ConnectionError):
+        await asyncio.wait_for(waiter, 1.0)
+    held.close()
+
+
+async def test_a_new_connection_tries_the_next_address_while_one_hangs(serve: Serve) -> None:
+    """Happy eyeballs: an address that does not answer holds the next one back for 250 ms, not the timeout."""
+    upstream, pool = await serve(replies(answer(b"via the second")))
+    started = asyncio.get_running_loop().time()
+    connection = await pool._first_to_connect(["192.0.2.1", "127.0.0.1"])  # TEST-NET-1: never answers
+    assert elapsed_since(started) < 1.0
+    connection.close()
+    assert upstream.connections == 1
