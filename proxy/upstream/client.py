@@ -76,26 +76,6 @@ class UpstreamResponse:
 class UpstreamClient:
     def __init__(
         self,
-        pool: Pool,
-        *,
-        base_url: str,
-        api_key: str,
-        timeout_s: float,
-        read_timeout_s: float | None = None,
-        api: str = "openai",
-    ) -> None:
-        self._pool = pool
-        self._base = base_url.rstrip("/")
-        self._timeout_s = timeout_s
-        self._read_timeout_s = read_timeout_s
-        self._api_key = api_key
-        self.api = api
-        """The wire API this upstream speaks (`openai` or `anthropic`): how it is authorized, and
-        which dialect (`proxy/dialects/`) writes its requests."""
-
-    @classmethod
-    def create(
-        cls,
         *,
         base_url: str,
         api_key: str,
@@ -104,12 +84,16 @@ class UpstreamClient:
         max_connections: int,
         read_timeout_s: float | None = None,
         api: str = "openai",
-    ) -> UpstreamClient:
+    ) -> None:
         """`timeout_s` bounds a whole exchange; `read_timeout_s` any silence in it (a stalled stream)."""
-        pool = Pool(base_url, max_connections=max_connections, connect_timeout_s=connect_timeout_s)
-        return cls(
-            pool, base_url=base_url, api_key=api_key, timeout_s=timeout_s, read_timeout_s=read_timeout_s, api=api
-        )
+        self._pool = Pool(base_url, max_connections=max_connections, connect_timeout_s=connect_timeout_s)
+        self._base = base_url.rstrip("/")
+        self._timeout_s = timeout_s
+        self._read_timeout_s = read_timeout_s
+        self._api_key = api_key
+        self.api = api
+        """The wire API this upstream speaks (`openai` or `anthropic`): how it is authorized, and
+        which dialect (`proxy/dialects/`) writes its requests."""
 
     async def close(self) -> None:
         await self._pool.close()

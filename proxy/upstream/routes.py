@@ -24,7 +24,7 @@ class Routes:
     @classmethod
     def create(cls, upstream: UpstreamSettings, routes: tuple[RouteSettings, ...]) -> Routes:
         def client(route: UpstreamSettings | RouteSettings) -> UpstreamClient:
-            return UpstreamClient.create(
+            return UpstreamClient(
                 base_url=route.base_url,
                 api_key=route.api_key,
                 timeout_s=route.timeout_s,
