@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
+import ssl
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import pytest
+import trustme
 from multidict import CIMultiDict
 
 from proxy.upstream.http import Pool, ProtocolError, Response
@@ -88,8 +90,9 @@ class Conn:
 
 
 class Upstream:
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
+        self.tls = tls
         self.conns: list[Conn] = []
         self.requests: list[Seen] = []
         self.errors: list[BaseException] = []
@@ -101,10 +104,12 @@ class Upstream:
         return len(self.conns)
 
     async def start(self) -> None:
-        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.server = await asyncio.start_server(self._accept, "127.0.0.1", 0, ssl=self.tls)
         self.port = self.server.sockets[0].getsockname()[1]
 
     def url(self, path: str = "") -> str:
+        if self.tls:
+            return f"https://localhost:{self.port}{path}"  # the name its certificate holds
         return f"http://127.0.0.1:{self.port}{path}"
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -141,9 +146,14 @@ async def serve() -> AsyncIterator[Serve]:
     made: list[tuple[Upstream, Pool]] = []
 
     async def start(
-        handler: Handler, *, path: str = "", max_connections: int = 4, idle_s: float = 15.0
+        handler: Handler,
+        *,
+        path: str = "",
+        max_connections: int = 4,
+        idle_s: float = 15.0,
+        tls: ssl.SSLContext | None = None,
     ) -> tuple[Upstream, Pool]:
-        upstream = Upstream(handler)
+        upstream = Upstream(handler, tls)
         await upstream.start()
         pool = Pool(upstream.url(path), max_connections=max_connections, connect_timeout_s=1.0, idle_s=idle_s)
         made.append((upstream, pool))
@@ -1156,3 +1166,55 @@ async def test_a_new_connection_tries_the_next_address_while_one_hangs(serve: Se
     assert elapsed_since(started) < 1.0
     connection.close()
     assert upstream.connections == 1
+
+
+@pytest.fixture(scope="module")
+def authority(tmp_path_factory: pytest.TempPathFactory) -> tuple[trustme.CA, ssl.SSLContext, str]:
+    """A certificate authority, a server context with its certificate for localhost, and the CA's PEM file."""
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server)
+    pem = tmp_path_factory.mktemp("ca") / "ca.pem"
+    ca.cert_pem.write_to_path(str(pem))
+    return ca, server, str(pem)
+
+
+async def test_https_answers_are_read_whole_and_streamed_over_one_connection(
+    serve: Serve, authority: tuple[trustme.CA, ssl.SSLContext, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default context verifies the upstream's certificate against SSL_CERT_FILE (a team's own CA)."""
+    _, server, pem = authority
+    monkeypatch.setenv("SSL_CERT_FILE", pem)
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+    upstream, pool = await serve(replies(answer(b"secure"), chunked), tls=server)
+    assert await read(pool) == b"secure"
+    response = await get(pool)
+    assert [chunk async for chunk in response.iter_chunks()] == [b"hello", b" world"]
+    assert upstream.connections == 1
+    assert upstream.requests[0].headers["Host"] == f"localhost:{upstream.port}"
+
+
+async def test_https_answer_ending_at_close_is_read_whole(
+    serve: Serve, authority: tuple[trustme.CA, ssl.SSLContext, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, server, pem = authority
+    monkeypatch.setenv("SSL_CERT_FILE", pem)
+
+    async def handle(conn: Conn) -> None:
+        await conn.request()
+        await conn.send(b"HTTP/1.1 200 OK\r\n\r\nuntil the end")
+        conn.writer.close()
+        await conn.writer.wait_closed()
+
+    _, pool = await serve(handle, tls=server)
+    assert await read(pool) == b"until the end"
+
+
+async def test_https_with_an_unknown_certificate_is_refused(
+    serve: Serve, authority: tuple[trustme.CA, ssl.SSLContext, str]
+) -> None:
+    _, server, _ = authority
+    upstream, pool = await serve(replies(answer(b"never")), tls=server)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        await read(pool)
+    assert upstream.requests == []
