@@ -291,6 +291,7 @@ class _Stale(Exception):
 class _Connection(asyncio.Protocol):
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
+        self._loop = asyncio.get_running_loop()  # made by the protocol factory, on the loop
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
         self.idle_since = 0.0
@@ -359,9 +360,10 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def abandon(self) -> None:
-        """Close and give back the place of an answer nobody will read (from a finalizer)."""
+        """Close and give back the place of an answer nobody will read: from a finalizer, which
+        the collector may run on any thread, so through the loop."""
         try:
-            self.pool.put_back(self, False)
+            self._loop.call_soon_threadsafe(self.pool.put_back, self, False)
         except RuntimeError:
             pass  # the event loop is gone, and the pool with it
 
