@@ -141,35 +141,35 @@ class Pool:
             self._idle.remove(connection)
 
     async def _acquire(self, deadline: float) -> None:
-        """A place among the `max_connections`, waiting for one until the deadline."""
+        """A place among the `max_connections`, waiting for one until the deadline. A place
+        given up goes to the longest waiter, not to whoever asks next."""
         if self._closed:
             raise ConnectionError("the upstream client is closed")
-        while self._busy >= self._limit and not self._closed:
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiting.append(waiter)
-            try:
-                await _until(waiter, deadline)
-            except BaseException:
-                if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                    self._wake_next()  # woken, but leaving: the place goes to the next in line
-                raise
-            finally:
-                if waiter in self._waiting:
-                    self._waiting.remove(waiter)
-        if self._closed:
-            raise ConnectionError("the upstream client is closed")
-        self._busy += 1
+        while self._waiting and self._waiting[0].done():
+            self._waiting.popleft()  # a waiter that timed out, not yet resumed to leave
+        if self._busy < self._limit and not self._waiting:
+            self._busy += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            await _until(waiter, deadline)  # its result: the place is this caller's
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._release()  # handed the place, but leaving: it goes to the next in line
+            raise
+        finally:
+            if waiter in self._waiting:
+                self._waiting.remove(waiter)
 
     def _release(self) -> None:
-        self._busy -= 1
-        self._wake_next()
-
-    def _wake_next(self) -> None:
+        """Give a place up: to the longest waiter, else back to the pool's count."""
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 return
+        self._busy -= 1
 
     async def _checkout(self, deadline: float) -> _Connection:
         now = asyncio.get_running_loop().time()

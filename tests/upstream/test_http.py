@@ -1218,3 +1218,30 @@ async def test_https_with_an_unknown_certificate_is_refused(
     with pytest.raises(ssl.SSLCertVerificationError):
         await read(pool)
     assert upstream.requests == []
+
+
+async def test_a_place_given_up_goes_to_the_longest_waiter(serve: Serve) -> None:
+    _, pool = await serve(replies(answer(b"a"), answer(b"b"), answer(b"c")), max_connections=1)
+    first = await get(pool, "/a")
+    served: list[str] = []
+
+    async def later(target: str) -> None:
+        response = await get(pool, target)
+        served.append(target)
+        await response.read()
+
+    waiting = asyncio.create_task(later("/b"))
+    await settle()
+    first.close()  # the place goes to /b, which has not run again yet
+    await later("/c")  # asks at once, before /b resumes: it waits for /b's turn to end
+    await waiting
+    assert served == ["/b", "/c"]
+
+
+async def test_a_waiter_that_timed_out_does_not_hold_back_a_free_place(serve: Serve) -> None:
+    _, pool = await serve(replies(answer(b"held"), answer(b"free")), max_connections=1)
+    held = await get(pool)
+    with pytest.raises(TimeoutError):
+        await get(pool, timeout_s=0.1)
+    held.close()
+    assert await read(pool, timeout_s=1.0) == b"free"
