@@ -261,10 +261,8 @@ class Response:
             raise
         self._done = True
         connection = self._connection
-        reusable = (
-            self._framing.reusable and not connection.buffer and not connection.upload_cut
-        )  # nothing past the end
-        connection.pool.put_back(connection, reusable)
+        spent = connection.buffer or connection.upload_cut  # bytes past the end; an upload cut short
+        connection.pool.put_back(connection, self._framing.reusable and not spent)
 
     def close(self) -> None:
         """Drop the connection unless the body was read to its end."""
@@ -305,6 +303,9 @@ class _Connection(asyncio.Protocol):
         self.upload_cut = False
         """The answer began before the upload ended, which was stopped: the connection is spent."""
         self.lost: Exception | None = None
+        self._deadline = 0.0
+        self._read_timeout_s: float | None = None
+        """The current exchange's: when it must end, and the longest silence in it."""
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self._writable: asyncio.Future[None] | None = None
@@ -322,8 +323,7 @@ class _Connection(asyncio.Protocol):
             self._paused = True
             self.transport.pause_reading()
         self._wake()
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)  # an upload waiting to write: the answer has begun
+        self._let_write()  # an upload waiting to write: the answer has begun
 
     def eof_received(self) -> bool:
         self.alive = False
@@ -334,16 +334,14 @@ class _Connection(asyncio.Protocol):
         self.alive = False
         self.lost = exc
         self._wake()
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
+        self._let_write()
         self.pool.forget(self)
 
     def pause_writing(self) -> None:
         self._writable = asyncio.get_running_loop().create_future()
 
     def resume_writing(self) -> None:
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
+        self._let_write()
         self._writable = None
 
     def close(self) -> None:
@@ -355,9 +353,7 @@ class _Connection(asyncio.Protocol):
         """Go idle in the pool, reading again (to see the upstream close it)."""
         self.idle_since = asyncio.get_running_loop().time()
         self.pooled = True
-        if self._paused and self.transport is not None:
-            self._paused = False
-            self.transport.resume_reading()
+        self._resume_reading()
 
     def abandon(self) -> None:
         """Close and give back the place of an answer nobody will read: from a finalizer, which
@@ -375,6 +371,7 @@ class _Connection(asyncio.Protocol):
         self, method: str, head: bytes, body: Body, deadline: float, read_timeout_s: float | None
     ) -> Response:
         reused, self.used, self.received, self.pooled = self.used, True, False, False
+        self._deadline, self._read_timeout_s = deadline, read_timeout_s
         if not self._writing():
             if reused:
                 raise _Stale(sent=False)
@@ -387,7 +384,7 @@ class _Connection(asyncio.Protocol):
         else:
             self.transport.writelines((head, body) if body else (head,))
         try:
-            return await self._read_answer(method, deadline, read_timeout_s)
+            return await self._read_answer(method)
         except ProtocolError:
             raise
         except ConnectionError:
@@ -401,8 +398,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         try:
             async for chunk in body:
-                if self.received or not self._writing():
-                    self.upload_cut = True
+                if self._upload_stops():
                     return
                 if chunk:
                     self.transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
@@ -412,44 +408,44 @@ class _Connection(asyncio.Protocol):
             raise
         except Exception as exc:  # the client's own upload failed (aiohttp's payload errors)
             raise ConnectionError(f"reading the request body to send failed: {exc}") from exc
-        if self.received or not self._writing():
-            self.upload_cut = True
-            return
-        self.transport.write(b"0\r\n\r\n")
+        if not self._upload_stops():
+            self.transport.write(b"0\r\n\r\n")
 
-    async def _read_answer(self, method: str, deadline: float, read_timeout_s: float | None) -> Response:
+    def _upload_stops(self) -> bool:
+        """Has the answer begun, or the connection ended? Then the upload is cut, not finished."""
+        self.upload_cut = self.received or not self._writing()
+        return self.upload_cut
+
+    async def _read_answer(self, method: str) -> Response:
         while True:
-            end = await self.find(b"\r\n\r\n", _MAX_HEAD, deadline, read_timeout_s)
+            end = await self.find(b"\r\n\r\n")
             head = bytes(self.buffer[:end]).decode("utf-8", "replace")
             del self.buffer[: end + 4]
             status, headers, version = _parse_head(head)
             if 100 <= status < 200 and status != 101:
                 continue  # 100 Continue, 103 Early Hints: the answer follows
             break
-        framing = _framing(method, status, headers, version, deadline, read_timeout_s)
+        framing = _framing(method, status, headers, version)
         return Response(self, status, CIMultiDictProxy(headers), framing)
 
-    async def find(self, needle: bytes, limit: int, deadline: float, read_timeout_s: float | None) -> int:
-        """Where `needle` starts in the buffer, waiting for more until it is there."""
+    async def find(self, needle: bytes) -> int:
+        """Where `needle` starts in the buffer (within `_MAX_HEAD`), waiting for more until it is there."""
         start = 0
-        while (at := self.buffer.find(needle, start)) < 0 and len(self.buffer) <= limit:
+        while (at := self.buffer.find(needle, start)) < 0 and len(self.buffer) <= _MAX_HEAD:
             start = max(0, len(self.buffer) - len(needle) + 1)
-            await self.more(deadline, read_timeout_s)
-        if at < 0 or at > limit:
-            raise ProtocolError(f"the upstream's answer has a line or head of over {limit} bytes")
+            await self.more()
+        if at < 0 or at > _MAX_HEAD:
+            raise ProtocolError(f"the upstream's answer has a line or head of over {_MAX_HEAD} bytes")
         return at
 
-    async def more(self, deadline: float, read_timeout_s: float | None) -> None:
+    async def more(self) -> None:
         """Wait for more bytes of the answer: ConnectionError if there will be none."""
         if not self.alive:
             raise ConnectionError("the upstream closed the connection") from self.lost
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        if self._paused and self.transport is not None:
-            self._paused = False
-            self.transport.resume_reading()
+        waiter = self._waiter = self._loop.create_future()
+        self._resume_reading()
         try:
-            await _until(waiter, deadline, read_timeout_s)
+            await _until(waiter, self._deadline, self._read_timeout_s)
         finally:
             self._waiter = None
 
@@ -462,22 +458,29 @@ class _Connection(asyncio.Protocol):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
+    def _let_write(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def _resume_reading(self) -> None:
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+
 
 class _Length:
     """A body of `Content-Length` bytes (zero for an answer that has none)."""
 
     reusable = True
 
-    def __init__(self, length: int, deadline: float, read_timeout_s: float | None) -> None:
+    def __init__(self, length: int) -> None:
         self._left = length
-        self._deadline = deadline
-        self._read_timeout_s = read_timeout_s
 
     async def next(self, connection: _Connection) -> bytes | None:
         if self._left == 0:
             return None
         if not connection.buffer:
-            await connection.more(self._deadline, self._read_timeout_s)
+            await connection.more()
         piece = connection.take(self._left)
         self._left -= len(piece)
         return piece
@@ -488,14 +491,10 @@ class _UntilClose:
 
     reusable = False
 
-    def __init__(self, deadline: float, read_timeout_s: float | None) -> None:
-        self._deadline = deadline
-        self._read_timeout_s = read_timeout_s
-
     async def next(self, connection: _Connection) -> bytes | None:
         if not connection.buffer:
             try:
-                await connection.more(self._deadline, self._read_timeout_s)
+                await connection.more()
             except ConnectionError:
                 if connection.lost is not None:
                     raise  # a reset, not the end
@@ -508,9 +507,7 @@ class _Chunked:
 
     reusable = True
 
-    def __init__(self, deadline: float, read_timeout_s: float | None) -> None:
-        self._deadline = deadline
-        self._read_timeout_s = read_timeout_s
+    def __init__(self) -> None:
         self._left = 0
         """Bytes of the current chunk still to come."""
         self._crlf_due = False
@@ -536,14 +533,14 @@ class _Chunked:
                 self._ended = True
                 return None
         if not connection.buffer:
-            await connection.more(self._deadline, self._read_timeout_s)
+            await connection.more()
         piece = connection.take(self._left)
         self._left -= len(piece)
         self._crlf_due = self._left == 0
         return piece
 
     async def _line(self, connection: _Connection) -> bytes:
-        end = await connection.find(b"\r\n", _MAX_HEAD, self._deadline, self._read_timeout_s)
+        end = await connection.find(b"\r\n")
         line = connection.take(end)
         del connection.buffer[:2]
         return line
@@ -552,24 +549,22 @@ class _Chunked:
 _Framing = _Length | _UntilClose | _Chunked
 
 
-def _framing(
-    method: str, status: int, headers: CIMultiDict[str], version: str, deadline: float, read_timeout_s: float | None
-) -> _Framing:
+def _framing(method: str, status: int, headers: CIMultiDict[str], version: str) -> _Framing:
     """How the answer's body ends, and whether its connection can carry another request."""
     codings = _tokens(headers, "Transfer-Encoding")
     if method == "HEAD" or status in _NO_BODY:
-        framing: _Framing = _Length(0, deadline, read_timeout_s)
+        framing: _Framing = _Length(0)
     elif codings and codings[-1] == "chunked":
-        framing = _Chunked(deadline, read_timeout_s)
+        framing = _Chunked()
         framing.reusable = "Content-Length" not in headers  # both: a sign of smuggling (RFC 9112 6.3)
     elif codings:
-        return _UntilClose(deadline, read_timeout_s)  # a transfer coding that does not end in chunked
+        return _UntilClose()  # a transfer coding that does not end in chunked
     elif (length := headers.getall("Content-Length", None)) is not None:
         if len(set(length)) != 1 or not _is_length(length[0]):
             raise ProtocolError(f"the upstream sent a bad Content-Length: {length!r}")
-        framing = _Length(int(length[0]), deadline, read_timeout_s)
+        framing = _Length(int(length[0]))
     else:
-        return _UntilClose(deadline, read_timeout_s)
+        return _UntilClose()
     if version != "HTTP/1.1" or "close" in _tokens(headers, "Connection"):
         framing.reusable = False
     return framing
