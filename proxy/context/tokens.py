@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
+import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any, Protocol
@@ -274,4 +276,30 @@ def request_overhead(encoder: Encoder, tools: Any) -> int:
     """Tokens a request costs beyond its messages: the reply primer and the tool schemas."""
     if not tools:
         return _REPLY_PRIMER
-    return _REPLY_PRIMER + 10 + len(encoder.encode_ordinary(orjson.dumps(tools).decode()))
+    return _REPLY_PRIMER + 10 + _TOOL_SCHEMAS.count(encoder, orjson.dumps(tools))
+
+
+class _SchemaCounts:
+    """The token counts of the tool lists seen lately, by encoding and a digest of their JSON.
+
+    A client sends the same tools every turn (an agent's run to 20-60 KB), and a turn counts
+    them more than once (the client's, then with the proxy's own tools): each list is
+    tokenized once while it stays among the `size` most recently used."""
+
+    def __init__(self, size: int) -> None:
+        self._counts: OrderedDict[tuple[str, bytes], int] = OrderedDict()
+        self._size = size
+
+    def count(self, encoder: Encoder, schemas: bytes) -> int:
+        key = (encoder.name, hashlib.blake2b(schemas, digest_size=16).digest())
+        tokens = self._counts.get(key)
+        if tokens is not None:
+            self._counts.move_to_end(key)
+            return tokens
+        tokens = self._counts[key] = len(encoder.encode_ordinary(schemas.decode()))
+        if len(self._counts) > self._size:
+            self._counts.popitem(last=False)
+        return tokens
+
+
+_TOOL_SCHEMAS = _SchemaCounts(256)

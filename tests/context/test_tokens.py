@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import tiktoken
 from hypothesis import given, settings
@@ -174,6 +175,44 @@ async def test_chat_formula_counts_names_tool_calls_and_tools() -> None:
     assert count_message(encoder, call) > 3
     assert request_overhead(encoder, None) == 3
     assert request_overhead(encoder, [{"type": "function", "function": {"name": "f"}}]) > 13
+
+
+class _Counting:
+    """An encoder of one token per character that counts the text it was given."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.chars = 0
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.chars += len(text)
+        return [0] * len(text)
+
+
+def test_a_tool_list_is_tokenized_once_per_encoding_while_it_is_sent_again() -> None:
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "x" * 5000}}]
+    other = [{"type": "function", "function": {"name": "write_file", "description": "y" * 5000}}]
+    first, second = _Counting("test-a"), _Counting("test-b")
+    size = len(orjson.dumps(tools))
+    assert request_overhead(first, tools) == 13 + size
+    assert request_overhead(first, [dict(tool) for tool in tools]) == 13 + size  # equal, not the same object
+    assert first.chars == size
+    assert request_overhead(first, other) == 13 + len(orjson.dumps(other))
+    assert request_overhead(second, tools) == 13 + size  # another encoding counts for itself
+    assert (first.chars, second.chars) == (size + len(orjson.dumps(other)), size)
+
+
+def test_the_tool_counts_keep_the_lists_used_last() -> None:
+    from proxy.context.tokens import _SchemaCounts
+
+    counts, encoder = _SchemaCounts(2), _Counting("test-c")
+    for schemas in (b"[1]", b"[2]", b"[1]", b"[3]"):  # [2] is the least recently used when [3] comes
+        counts.count(encoder, schemas)
+    assert encoder.chars == 9
+    counts.count(encoder, b"[1]")
+    assert encoder.chars == 9
+    counts.count(encoder, b"[2]")
+    assert encoder.chars == 12
 
 
 def test_the_lean_encoding_rests_on_a_private_field_that_this_tiktoken_still_has() -> None:
