@@ -7,6 +7,7 @@ Targets, run interleaved round after round so machine noise hits all alike:
   (e) proxy, full-history client, 50 turns
   (f) streaming, 20 chunks: direct (f-a) and through the proxy (f-d)
   (h) the Responses door and (i) the Messages door, delta clients on fresh pools like (d)'s
+  (k) an agent: (d) with 16 tool schemas (27 KB) in every request, on a fresh pool like (d)'s
   (j) cold loads: (d)'s request on a fresh pool, each session served once (its first turn
       in this process: its 50 turns loaded from Redis)
 at concurrency 1 and 32; medians over rounds, with each process's CPU per request (the
@@ -31,7 +32,7 @@ from functools import partial
 import aiohttp
 import psutil
 
-from bench.common import HEADERS, chat_body, messages_body, responses_body
+from bench.common import AGENT_TOOLS, HEADERS, chat_body, messages_body, responses_body
 from bench.load import Result, run_each, run_load
 from bench.memory import short_turns_memory
 from bench.procs import Processes, cpu_ns, running
@@ -40,8 +41,8 @@ from bench.sessions import history, populate, user_message
 from bench.workers import compare_workers
 from proxy.store import Store
 
-OWN_POOL = ("h proxy responses 50", "i proxy messages 50")
-"""The doors' rows, compared with (d): each on a fresh pool of its own."""
+OWN_POOL = ("h proxy responses 50", "i proxy messages 50", "k proxy tools 50")
+"""The doors' and the agent's rows, compared with (d): each on a fresh pool of its own."""
 PRIMED = ("d proxy delta 50", "e proxy full 50", "f-d stream proxy", *OWN_POOL)
 """Rows of warm turns: each serves every session of its pool once before its warm-up, so what
 it measures is an ongoing conversation's turn, whatever the run's length (the cold loads are (j))."""
@@ -116,6 +117,14 @@ class Bench:
                 f"http://127.0.0.1:{p.proxy_port}/v1/messages",
                 lambda i: (
                     messages_body(user_message(1000 + i)["content"]),
+                    {**HEADERS, "X-Session-Id": pool[i % len(pool)]},
+                ),
+                False,
+            ),
+            "k proxy tools 50": (
+                self.url(p.proxy_port),
+                lambda i: (
+                    chat_body([user_message(1000 + i)], tools=AGENT_TOOLS),
                     {**HEADERS, "X-Session-Id": pool[i % len(pool)]},
                 ),
                 False,

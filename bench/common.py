@@ -35,8 +35,29 @@ async def wait_up(url: str) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-def chat_body(messages: list[Any], *, stream: bool = False, user: str | None = None) -> bytes:
-    return orjson.dumps({"model": MODEL, "messages": messages, "stream": stream, **({"user": user} if user else {})})
+AGENT_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": f"Tool {i}: " + " ".join(f"reads part {j} of file {i * j} when asked" for j in range(40)),
+            "parameters": {
+                "type": "object",
+                "properties": {"file_path": {"type": "string", "description": "The absolute path to the file"}},
+                "required": ["file_path"],
+            },
+        },
+    }
+    for i in range(16)
+]
+"""An agent's tool list: 16 schemas, about 27 KB of JSON, sent with every turn."""
+
+
+def chat_body(
+    messages: list[Any], *, stream: bool = False, user: str | None = None, tools: list[Any] | None = None
+) -> bytes:
+    extra = {**({"user": user} if user else {}), **({"tools": tools} if tools else {})}
+    return orjson.dumps({"model": MODEL, "messages": messages, "stream": stream, **extra})
 
 
 def responses_body(text: str) -> bytes:

@@ -41,7 +41,7 @@ class Result:
         values = sorted(getattr(self, series))
         if not values:
             return float("nan")
-        return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+        return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
 async def run_load(

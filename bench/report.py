@@ -130,6 +130,8 @@ def targets(results: Results, growth: Growth, peak_rss: dict[str, float], memory
     for name, label in (("h proxy responses 50", "Responses"), ("i proxy messages 50", "Messages")):
         ratio = cpu(results, name, 1) / chat
         rows.append((f"{label} turn CPU vs a chat turn, delta, c=1", f"{ratio:.2f}x", "<= 1.2x", ratio <= 1.2))
+    tools = cpu(results, "k proxy tools 50", 1) / chat
+    rows.append(("an agent's turn (16 tool schemas) CPU vs a chat turn, c=1 (reference)", f"{tools:.2f}x", "", True))
     ratio = memory["memory"] / memory["text"]
     rows.append(
         (f"Redis memory per turn of text, {memory['turns']:.0f} short chat turns (bench.memory)", f"{ratio:.2f}x",
