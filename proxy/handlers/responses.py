@@ -11,8 +11,8 @@ session is the one it names (`/s/{session}/...`, the session header, else
 it continues is not sent twice; a `compaction` item of the input is restored to the summary
 it stands for.
 
-A completed response is stored (`proxy/store/responses.py`) unless `store: false`; its turn
-is journaled either way. `X-Context-Strategy: off` sends the request upstream untouched.
+A completed response is stored (`proxy/store/responses.py`: a reference to its turn, its own
+input and its answer) unless `store: false`; its turn is journaled either way. `X-Context-Strategy: off` sends the request upstream untouched.
 `add_routes` registers every route and the store's start-up.
 """
 
@@ -55,6 +55,7 @@ from proxy.handlers.relay import relay_turn
 from proxy.handlers.request import parse_json, read_body
 from proxy.sessions import Turn, message_hash, requested_session
 from proxy.sessions.identity import validate_session_id
+from proxy.sessions.reconcile import split_leading
 from proxy.store.responses import ResponseStore, StoredCompaction, StoredConversation, StoredResponse
 from proxy.turn import STRATEGY_HEADER, ChatRequest, TurnService
 from proxy.turn.outcome import Outcome
@@ -140,8 +141,10 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         if not call.store:
             return
         assert outcome.output is not None  # a completed turn has its answer
-        stored = StoredResponse(turn.session, turn.seq, conversation, len(prior), outcome.output, response)
-        await store.save_response(tenant, response_id, stored)
+        own, lead = conversation[len(prior) :], split_leading(conversation)[0]
+        earlier = conversation[: len(prior)] if turn.seq is None else None
+        stored = StoredResponse(turn.session, turn.seq, own, outcome.output, response, lead, earlier)
+        await store.save_response(tenant, response_id, stored, [*conversation, outcome.output])
         if call.conversation is not None:  # items added or deleted meanwhile stay so
             added = [*conversation[len(prior) :], outcome.output]
             await store.update_conversation(tenant, call.conversation, lambda record: record.extended(added))
@@ -185,13 +188,15 @@ async def _continued(
     """(the session, the conversation so far) that `previous_response_id` or `conversation` names."""
     if previous_response_id is not None:
         stored = await store.response(tenant, previous_response_id)
-        if stored is None:
+        continued = await store.continued(tenant, previous_response_id, stored) if stored else None
+        if stored is None or continued is None:
+            gone = "" if stored is None else ": its session no longer holds it (deleted, or expired)"
             raise NotFound(
-                f"Previous response with id '{previous_response_id}' not found.",
+                f"Previous response with id '{previous_response_id}' not found{gone}.",
                 param="previous_response_id",
                 code="previous_response_not_found",
             )
-        return stored.session, stored.conversation
+        return stored.session, continued
     if conversation is not None:
         record = await _conversation(store, tenant, conversation, param="conversation")
         return conversation, record.messages
@@ -351,7 +356,7 @@ async def get_response(request: web.Request) -> web.Response:
 
 async def list_input_items(request: web.Request) -> web.Response:
     stored = await _stored(request)
-    items = input_items_of(stored.input[stored.own :], response_id=request.match_info["id"])
+    items = input_items_of(stored.own, response_id=request.match_info["id"])
     return _list(request, items)
 
 

@@ -353,7 +353,7 @@ class Store:
 
     async def session_exists(self, keys: SessionKeys) -> bool:
         with mapped():
-            return bool(await self._redis.exists(keys.meta))
+            return bool(await self.execute("EXISTS", keys.meta))
 
     async def delete_session(self, keys: SessionKeys) -> bool:
         """Every key of the session, and its entry in the tenant's index (another slot on a cluster)."""

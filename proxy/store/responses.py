@@ -1,7 +1,12 @@
 """The Responses API's state beside the journal: stored Response objects, conversations, compactions.
 
-A stored response holds what continuing it needs (the conversation it answered, as core
-messages, and its answer) besides the Response object that retrieval shows; a conversation
+A stored response holds the Response object that retrieval shows and what continuing it needs:
+its turn in the session's journal (which holds the conversation it answered), the request's
+own input and its answer, so a chain of responses costs the journal's memory and a little more,
+not a copy of the conversation per response. What a continuation starts from is the path to that
+turn (`continued`); this process remembers it for the responses it stored lately, so a chain
+served here reads nothing more than the stored response. A response stored by an earlier version
+holds its whole conversation and is continued from that. A conversation
 holds its metadata and its messages, each with the number its items' ids are made from; a compaction
 (made by `POST /v1/responses/compact`) holds the summary its item stands for and the span it
 replaced. Each is one JSON string under the caller's tenant, expiring with the sessions
@@ -17,6 +22,7 @@ is changed under WATCH on its key (`update_conversation`), so concurrent changes
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -25,8 +31,8 @@ from redis.exceptions import WatchError
 
 from proxy.errors import Conflict
 from proxy.store.connection import Client, mapped
-from proxy.store.names import PREFIX
-from proxy.store.redis_store import Store
+from proxy.store.names import PREFIX, SessionKeys
+from proxy.store.redis_store import Store, StoredTurn
 from proxy.types import JSONObject, Message
 
 
@@ -57,19 +63,82 @@ class StoredResponse:
     session: str
     seq: int | None
     """The response's turn in the session's journal."""
-    input: list[Message]
-    """The conversation the response answered (earlier turns, then the request's own input),
-    without the request's instructions."""
-    own: int
-    """Where the request's own input starts in `input`."""
+    own: list[Message]
+    """The request's own input (less any repeat of the conversation it continued)."""
     output: Message
     """The answer, as the journal recorded it."""
     response: JSONObject
+    lead: list[Message] = field(default_factory=list)
+    """The conversation's leading system/developer items, which the journal keeps apart from
+    its turns' input (not the request's `instructions`: those are never carried over)."""
+    earlier: list[Message] | None = None
+    """The conversation before `own`, verbatim, when the journal cannot give it: a response
+    stored by an earlier version, or one whose turn has no number."""
 
-    @property
-    def conversation(self) -> list[Message]:
-        """What a response that continues this one starts from."""
-        return [*self.input, self.output]
+    def to_json(self) -> bytes:
+        data: JSONObject = {
+            "session": self.session, "seq": self.seq, "own": self.own, "output": self.output, "response": self.response,
+        }  # fmt: skip
+        if self.lead:
+            data["lead"] = self.lead
+        if self.earlier is not None:
+            data["earlier"] = self.earlier
+        return orjson.dumps(data)
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> StoredResponse:
+        data = orjson.loads(raw)
+        if "input" in data:  # stored whole by an earlier version: `own` is where its own input starts
+            conversation, own = data["input"], data["own"]
+            return cls(data["session"], data["seq"], conversation[own:], data["output"], data["response"],
+                       earlier=conversation[:own])  # fmt: skip
+        return cls(**data)
+
+
+def path_messages(turns: list[StoredTurn], seq: int) -> list[Message] | None:
+    """The messages of the journal's path through turn `seq`, oldest first (each completed turn's
+    input and output, as `Turn.messages`); None when a turn of the path is not among `turns`."""
+    by_seq = {turn.seq: turn for turn in turns}
+    path = []
+    while seq >= 0:
+        turn = by_seq.get(seq)
+        if turn is None:
+            return None
+        path.append(turn.record)
+        seq = turn.parent
+    messages: list[Message] = []
+    for record in reversed(path):
+        if record.get("status", "completed") == "completed":
+            messages += record.get("input") or ()
+            if record.get("output"):
+                messages.append(record["output"])
+    return messages
+
+
+class _Remembered:
+    """The conversations that continuing this process's latest stored responses starts from,
+    least recently used out past `max_messages` messages in all (their message objects are
+    shared with the requests and the path cache, so an entry costs a list of references)."""
+
+    def __init__(self, max_messages: int) -> None:
+        self._entries: OrderedDict[tuple[str, str], list[Message]] = OrderedDict()
+        self._total = 0
+        self._max = max_messages
+
+    def get(self, key: tuple[str, str]) -> list[Message] | None:
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
+
+    def put(self, key: tuple[str, str], conversation: list[Message]) -> None:
+        if len(conversation) > self._max or key in self._entries:
+            return
+        self._entries[key] = conversation
+        self._total += len(conversation)
+        while self._total > self._max:
+            _, oldest = self._entries.popitem(last=False)
+            self._total -= len(oldest)
 
 
 @dataclass(frozen=True)
@@ -96,6 +165,7 @@ class StoredConversation:
 
 
 _UPDATE_TRIES = 20
+_REMEMBERED_MESSAGES = 50_000
 
 
 def _client(store: Store) -> Client:
@@ -106,24 +176,47 @@ def _client(store: Store) -> Client:
 class ResponseStore:
     """Typed calls over the Responses API's keys; shares the session store's connection pool."""
 
-    def __init__(self, store: Store, *, ttl_s: int) -> None:
+    def __init__(self, store: Store, *, ttl_s: int, remembered_messages: int = _REMEMBERED_MESSAGES) -> None:
+        self._store = store
         self._redis = _client(store)
         self._execute = store.execute
         self._ttl_s = ttl_s
+        self._remembered = _Remembered(remembered_messages)
 
-    async def save_response(self, tenant: str, response_id: str, stored: StoredResponse) -> None:
+    async def save_response(
+        self, tenant: str, response_id: str, stored: StoredResponse, conversation: list[Message]
+    ) -> None:
+        """Store `stored`; `conversation` (what continuing it starts from) is remembered here."""
         with mapped():
-            await self._execute("SET", response_key(tenant, response_id), orjson.dumps(stored), "EX", self._ttl_s)
+            await self._execute("SET", response_key(tenant, response_id), stored.to_json(), "EX", self._ttl_s)
+        self._remembered.put((tenant, response_id), conversation)
 
     async def response(self, tenant: str, response_id: str) -> StoredResponse | None:
         """The stored response (None when it is unknown to this tenant, or deleted)."""
         with mapped():
             raw = await self._execute("GET", response_key(tenant, response_id))
-        return StoredResponse(**orjson.loads(raw)) if raw is not None else None
+        return StoredResponse.from_json(raw) if raw is not None else None
+
+    async def continued(self, tenant: str, response_id: str, stored: StoredResponse) -> list[Message] | None:
+        """What a response continuing `stored` starts from: the conversation it answered, then its
+        answer. None when the journal no longer holds its turn (its session was deleted, or expired)."""
+        if stored.earlier is not None:
+            return [*stored.earlier, *stored.own, stored.output]
+        keys = SessionKeys(tenant, stored.session)
+        remembered = self._remembered.get((tenant, response_id))
+        if remembered is not None:
+            return remembered if await self._store.session_exists(keys) else None
+        dump = await self._store.read_session(keys)
+        path = path_messages(dump.turns, stored.seq) if dump is not None and stored.seq is not None else None
+        if not path or path[-1] != stored.output:
+            return None
+        conversation = [*stored.lead, *path]
+        self._remembered.put((tenant, response_id), conversation)
+        return conversation
 
     async def delete_response(self, tenant: str, response_id: str) -> bool:
-        """False when there was none to delete (the responses that continue it keep their own copy
-        of the conversation, so they still work)."""
+        """False when there was none to delete (the responses that continue it still work: their
+        conversation is the journal's)."""
         with mapped():
             return bool(await self._redis.delete(response_key(tenant, response_id)))
 

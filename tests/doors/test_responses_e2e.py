@@ -8,11 +8,16 @@ from typing import Any
 
 import aiohttp
 import openai
+import orjson
 import pytest
+import redis.asyncio as aioredis
 from openai.types.responses import Response
 
+from proxy.app_state import SETTINGS
 from proxy.compaction.prompts import SUMMARY_PREFIX
 from proxy.config.settings import ResponsesSettings
+from proxy.sessions.identity import tenant_of
+from proxy.store.responses import response_key
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI
 
@@ -519,3 +524,71 @@ async def test_concurrent_changes_to_a_conversation_all_land(proxy: Proxy) -> No
     )  # fmt: skip
     items = await client.conversations.items.list(conversation.id, limit=100)
     assert len(items.data) == 5 * 2 + 3, "every response's input and answer, and every added item"
+
+
+async def test_another_replica_continues_a_chain_from_the_journal(start_proxy: ProxyFactory) -> None:
+    """A stored response refers to its turn: a replica that did not serve the chain continues it
+    from the session's journal, as the one that served it does from what it remembers."""
+    serving, other = await start_proxy(strategy="full"), await start_proxy(strategy="full")
+    client = serving.client()
+    first = await client.responses.create(
+        model="gpt-4o-mini",
+        instructions="talk like a pirate",
+        input=[{"role": "developer", "content": "keep it short"}, {"role": "user", "content": "one"}],
+    )
+    second = await client.responses.create(model="gpt-4o-mini", input="two", previous_response_id=first.id)
+    expected = [
+        {"role": "developer", "content": "keep it short"},
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": first.output_text},
+        {"role": "user", "content": "two"},
+        {"role": "assistant", "content": second.output_text},
+        {"role": "user", "content": "three"},
+    ]
+    for replica in (other, serving):
+        await replica.client().responses.create(model="gpt-4o-mini", input="three", previous_response_id=second.id)
+        assert _chat(replica) == expected
+
+
+async def test_a_deleted_session_ends_the_continuation_of_its_responses(start_proxy: ProxyFactory) -> None:
+    serving, other = await start_proxy(strategy="full"), await start_proxy(strategy="full")
+    client = serving.client()
+    first, session = await _create(client, input="one")
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": "Bearer sk-test"}) as http,
+        http.delete(f"{serving.url}/v1/sessions/{session}") as answer,
+    ):
+        assert answer.status == 200
+    for replica in (serving, other):
+        with pytest.raises(openai.NotFoundError) as caught:
+            await replica.client().responses.create(model="gpt-4o-mini", input="two", previous_response_id=first.id)
+        assert caught.value.code == "previous_response_not_found"
+        assert "its session no longer holds it" in caught.value.message
+    assert (await client.responses.retrieve(first.id)).output_text == first.output_text
+
+
+async def test_a_response_stored_whole_by_an_earlier_version_is_continued(proxy: Proxy) -> None:
+    client = proxy.client()
+    template = await client.responses.create(model="gpt-4o-mini", input="a template")
+    earlier = [{"role": "user", "content": "old one"}, {"role": "assistant", "content": "old answer"}]
+    stored = {
+        "session": "old-session",
+        "seq": 1,
+        "input": [*earlier, {"role": "user", "content": "old two"}],
+        "own": 2,
+        "output": {"role": "assistant", "content": "old second answer"},
+        "response": {**template.model_dump(mode="json"), "id": "resp_old"},
+    }
+    redis = aioredis.Redis.from_url(proxy.app[SETTINGS].redis.url)
+    await redis.set(response_key(tenant_of("Bearer sk-test", ""), "resp_old"), orjson.dumps(stored))
+    await redis.aclose()
+    items = await client.responses.input_items.list("resp_old")
+    assert [item.model_dump()["content"][0]["text"] for item in items.data] == ["old two"]
+    await client.responses.create(model="gpt-4o-mini", input="new three", previous_response_id="resp_old")
+    assert [m["content"] for m in _chat(proxy)] == [
+        "old one",
+        "old answer",
+        "old two",
+        "old second answer",
+        "new three",
+    ]
