@@ -8,10 +8,7 @@ A delta client's turn this process journaled extends the entry it was composed f
 (`extend`), so its next turn is told only that nothing is new.
 Every replica keeps its own cache; Redis stays the only source of truth.
 Bounded by the number of cached messages (`server.cache_messages`, about 0.8 KB
-each), least recently used first out; 0 turns the cache off. A session not cached whose
-path the cache has no room for goes in at the cold end (every 32nd at the hot end), so
-sessions that take turns in a cycle through more than the cache holds keep most of it
-cached instead of each evicting the next one due (a plain LRU then misses every turn).
+each), least recently used first out; 0 turns the cache off.
 """
 
 from __future__ import annotations
@@ -23,10 +20,6 @@ from proxy.context.compose import History, extend_history
 from proxy.context.window import Window
 from proxy.sessions import Digests, Turn
 from proxy.store import SessionKeys
-
-_HOT_EVERY = 32
-"""One in this many sessions admitted when the cache is full goes in at the hot end (so the
-cached set follows a change of the sessions in use)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +44,6 @@ class PathCache:
         self._sizes: dict[SessionKeys, int] = {}
         self._total = 0
         self._max = max_messages
-        self._cold_admissions = 0
         self.hits = 0
         self.misses = 0
         """Lookups that found an entry (the store still confirms it is exact) and those that did not."""
@@ -66,7 +58,6 @@ class PathCache:
         return entry
 
     def put(self, key: SessionKeys, entry: CachedPath) -> None:
-        known = key in self._entries
         self.discard(key)
         size = entry.size
         if size > self._max:
@@ -74,10 +65,6 @@ class PathCache:
         self._entries[key] = entry
         self._sizes[key] = size
         self._total += size
-        if not known and self._total > self._max:
-            self._cold_admissions += 1
-            if self._cold_admissions % _HOT_EVERY:
-                self._entries.move_to_end(key, last=False)
         while self._total > self._max:
             oldest = next(iter(self._entries))
             self.discard(oldest)

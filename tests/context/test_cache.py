@@ -41,27 +41,3 @@ def test_an_extended_entry_still_counts_against_the_bound() -> None:
     cache.put(KEY, cached(2, 3))
     cache.extend(KEY, 2, turn(3, "more", "and more"))  # 9 messages: over the bound, dropped
     assert cache.get(KEY) is None
-
-
-def test_sessions_taking_turns_in_a_cycle_larger_than_the_cache_keep_most_of_it() -> None:
-    cache = PathCache(90)  # ten sessions of 4 turns (9 messages each)
-    keys = [SessionKeys("tenant", f"s{i}") for i in range(12)]
-    hits = 0
-    for _ in range(20):
-        for key in keys:
-            hits += cache.get(key) is not None
-            cache.put(key, cached(3, 4))
-    assert hits >= 20 * 12 * 0.6  # least recently used first out alone: none after the first round
-
-
-def test_a_full_cache_admits_a_new_session_at_the_hot_end_now_and_then() -> None:
-    cache = PathCache(18)  # two sessions
-    resident = [SessionKeys("tenant", "a"), SessionKeys("tenant", "b")]
-    for key in resident:
-        cache.put(key, cached(3, 4))
-    newcomers = [SessionKeys("tenant", f"new{i}") for i in range(32)]
-    for key in newcomers:
-        cache.put(key, cached(3, 4))
-    assert cache.get(newcomers[-1]) is not None  # the 32nd went in hot, evicting the oldest
-    assert [cache.get(key) is not None for key in resident] == [False, True]
-    assert all(cache.get(key) is None for key in newcomers[:-1])
