@@ -12,8 +12,9 @@ it continues is not sent twice; a `compaction` item of the input is restored to 
 it stands for.
 
 A completed response is stored (`proxy/store/responses.py`: a reference to its turn, its own
-input and its answer) unless `store: false`; its turn is journaled either way. `X-Context-Strategy: off` sends the request upstream untouched.
-`add_routes` registers every route and the store's start-up.
+input and its answer) unless `store: false`; its turn is journaled either way.
+`X-Context-Strategy: off` sends the request upstream untouched. `add_routes` registers every
+route and the store's start-up.
 """
 
 from __future__ import annotations

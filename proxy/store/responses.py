@@ -5,8 +5,8 @@ its turn in the session's journal (which holds the conversation it answered), th
 own input and its answer, so a chain of responses costs the journal's memory and a little more,
 not a copy of the conversation per response. What a continuation starts from is the path to that
 turn (`continued`); this process remembers it for the responses it stored lately, so a chain
-served here reads nothing more than the stored response. A response stored by an earlier version
-holds its whole conversation and is continued from that. A conversation
+served here reads only the stored response and whether its session still exists. A response
+stored by an earlier version holds its whole conversation and is continued from that. A conversation
 holds its metadata and its messages, each with the number its items' ids are made from; a compaction
 (made by `POST /v1/responses/compact`) holds the summary its item stands for and the span it
 replaced. Each is one JSON string under the caller's tenant, expiring with the sessions
