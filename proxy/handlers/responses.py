@@ -147,7 +147,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         stored = StoredResponse(turn.session, turn.seq, own, outcome.output, response, lead, earlier)
         await store.save_response(tenant, response_id, stored, [*conversation, outcome.output])
         if call.conversation is not None:  # items added or deleted meanwhile stay so
-            added = [*conversation[len(prior) :], outcome.output]
+            added = [*own, outcome.output]
             await store.update_conversation(tenant, call.conversation, lambda record: record.extended(added))
 
     door = ResponsesDoor(call, response_id=response_id, created_at=int(time.time()), keep=keep)
