@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from proxy.types import JSONObject
+from proxy.types import JSONObject, frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class CompactionLanded:
     """A compaction's new window was written: it replaces the window it was computed from."""
 
@@ -52,7 +52,7 @@ class CompactionLanded:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class CompactionStale:
     """A compaction was computed, but another one changed the window first; ours was dropped."""
 
@@ -63,7 +63,7 @@ class CompactionStale:
     seconds: float
 
 
-@dataclass(frozen=True)
+@frozen
 class CompactionFailed:
     """The strategy raised (the summarizer failed, a gate refused); history is unchanged.
 
@@ -87,7 +87,7 @@ class CompactionFailed:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class CompactionSkipped:
     """Compaction was due but did not run or changed nothing (breaker open, nothing to evict).
 
@@ -112,7 +112,7 @@ class CompactionSkipped:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class BreakerOpened:
     """A failure brought a session's breaker to its limit: compaction pauses for the cooldown."""
 
@@ -121,7 +121,7 @@ class BreakerOpened:
     strategy: str
 
 
-@dataclass(frozen=True)
+@frozen
 class WindowLearned:
     """The upstream refused a prompt as too long and named a window smaller than assumed."""
 
@@ -131,7 +131,7 @@ class WindowLearned:
     request_id: str
 
 
-@dataclass(frozen=True)
+@frozen
 class UpstreamAnswered:
     """The upstream sent the headers of its answer to a managed request (any status)."""
 
@@ -141,7 +141,7 @@ class UpstreamAnswered:
     request_id: str
 
 
-@dataclass(frozen=True)
+@frozen
 class FallbackUsed:
     """A turn's model failed before anything was relayed (`reason`: 429, a 5xx, timeout,
     unreachable); the turn goes to `fallback` instead, re-fitted to its window."""
@@ -152,7 +152,7 @@ class FallbackUsed:
     request_id: str
 
 
-@dataclass(frozen=True)
+@frozen
 class HookFailed:
     """A user function (an overflow hook) raised; the proxy went on as if it changed nothing."""
 
@@ -162,7 +162,7 @@ class HookFailed:
     request_id: str
 
 
-@dataclass(frozen=True)
+@frozen
 class ContextCleared:
     """A session's context was cleared (`POST /v1/sessions/{id}/clear`): a fresh lineage starts."""
 
@@ -187,7 +187,7 @@ class ContextCleared:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolRound:
     """The proxy answered its own tool calls (`recall_context`, `new_context`) in a model's
     answer; the model is asked again unless the answer also held calls of the client's."""
@@ -200,7 +200,7 @@ class ToolRound:
     """The name of each call the proxy answered, in order."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolsShadowed:
     """A client sent its own tool under the name of one of the proxy's: the proxy neither
     offers nor intercepts its own under that name (fired once per process and name)."""
@@ -209,7 +209,7 @@ class ToolsShadowed:
     request_id: str
 
 
-@dataclass(frozen=True)
+@frozen
 class HandoffNoticed:
     """A request carries the handoff notice: the headroom before compaction is at most
     `handoff.budget_tokens` (once per window)."""

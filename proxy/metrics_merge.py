@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from proxy.types import frozen
+
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*\"")
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -46,7 +48,7 @@ class _Family:
     samples: dict[tuple[str, Labels], _Sample] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen
 class ParsedSample:
     name: str
     labels: Labels

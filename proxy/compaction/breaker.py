@@ -9,14 +9,15 @@ the session's meta as `"<failures>:<unix time of the last failure>"`; `CLOSED` i
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+
+from proxy.types import frozen
 
 LIMIT = 3
 COOLDOWN_S = 300.0
 CLOSED = "0"
 
 
-@dataclass(frozen=True)
+@frozen
 class Breaker:
     failures: int = 0
     last_failure: float = 0.0

@@ -10,8 +10,6 @@ one is also told to the `after_overflow` hook.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from proxy.compaction.breaker import LIMIT, Breaker
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.runner import Fitted
@@ -26,9 +24,10 @@ from proxy.events import (
     EventBus,
 )
 from proxy.store import Archive, SessionKeys, Store
+from proxy.types import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Landing:
     """Where one session's compaction outcomes go."""
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import orjson
 
-from proxy.types import Message
+from proxy.types import Message, frozen
 
 SUMMARY_SECTIONS = ("Task Overview", "Current State", "Important Discoveries", "Next Steps", "Context to Preserve")
 
@@ -62,7 +61,7 @@ def flatten(messages: list[Message]) -> str:
     return "\n\n".join(lines)
 
 
-@dataclass(frozen=True)
+@frozen
 class CompressionPrompt:
     """The compression options (per model too): `custom_compression_instructions` replaces
     a strategy's default instructions, `compression_guidelines` are lines added to them,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Literal
 
 from proxy.compaction.breaker import Breaker
@@ -29,7 +28,7 @@ from proxy.compaction.strategies import (
 )
 from proxy.context.budget import Budget, effective_tokens
 from proxy.context.compose import History
-from proxy.types import JSONObject
+from proxy.types import JSONObject, frozen
 
 VETOED = "vetoed by context.hooks.before_overflow"
 REPLACED = "history replaced by context.hooks.before_overflow"
@@ -42,7 +41,7 @@ it was due but another request holds the session's claim, or landed one since th
 loaded the session (its view is stale)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Fitted:
     history: History
     tokens: int
@@ -58,7 +57,7 @@ class Fitted:
     """The model asked for this compaction (`new_context`); the budget did not."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Overflow:
     """How a session's history is compacted when it must be: the strategy and what it works
     with, the state it reads (breaker, fed-back usage), and the gates around it.

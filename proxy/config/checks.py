@@ -6,8 +6,10 @@ import dataclasses
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from proxy.types import frozen
 
 STRATEGY_NAMES = ("full", "turns", "summarize", "anchored", "reset")
 CLEAR_TARGETS = ("tool-result", "thinking", "reasoning-tags")
@@ -114,7 +116,7 @@ def strategy(value: Any) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class StrategySpec:
     """One part of a strategy spec: a policy name, maybe run in the background or behind `server`."""
 

@@ -14,12 +14,11 @@ The defaults, checked 2026-12-02 (prices change: configure your own to be sure):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from proxy.config import checks
+from proxy.types import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class PriceSettings:
     """`context.models.<m>.price`: US dollars per million tokens."""
 

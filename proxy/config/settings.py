@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from proxy.config import checks
@@ -21,9 +21,10 @@ from proxy.config.checks import (
     worker_count,
 )
 from proxy.config.prices import DEFAULT_PRICES, PriceSettings
+from proxy.types import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = checks.checked(checks.port, 8080)
@@ -38,7 +39,7 @@ class ServerSettings:
         return int(self.max_body_mb * 1024 * 1024)
 
 
-@dataclass(frozen=True)
+@frozen
 class UpstreamSettings:
     base_url: str = checks.checked(checks.url, "https://api.openai.com/v1")
     api_key: str = ""
@@ -51,7 +52,7 @@ class UpstreamSettings:
     """The upstream's wire API (`proxy/dialects/`): `openai` (Chat Completions) or `anthropic` (Messages)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class RedisSettings:
     url: str = checks.checked(checks.redis_url, "embedded")
     data_dir: str = ".data"
@@ -60,13 +61,13 @@ class RedisSettings:
     wait_timeout_ms: int = checks.checked(checks.positive, 1000)
 
 
-@dataclass(frozen=True)
+@frozen
 class SessionSettings:
     header: str = checks.checked(checks.header_name, "X-Session-Id")
     ttl_s: int = checks.checked(checks.positive, 2592000)
 
 
-@dataclass(frozen=True)
+@frozen
 class ClearTarget:
     """One entry of `context.compact.clear`: a string is shorthand for `{target: <string>}`."""
 
@@ -77,14 +78,14 @@ class ClearTarget:
     exempt_tools: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class CompactSettings:
     """Mechanical compaction (ContextChef's `compact()`): cleared in what is sent, never in the journal."""
 
     clear: tuple[ClearTarget, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class ServerStrategySettings:
     """The `server(fallback)` strategy: what a route's upstream is sent to manage its own context."""
 
@@ -94,13 +95,13 @@ class ServerStrategySettings:
     """The `context_management` an `api: anthropic` route is sent: `{edits: [{type: clear_tool_uses_20250919}]}`."""
 
 
-@dataclass(frozen=True)
+@frozen
 class HookSettings:
     before_overflow: str | None = checks.checked(checks.import_path, None)
     after_overflow: str | None = checks.checked(checks.import_path, None)
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolSettings:
     """`context.tools`: the tools the proxy serves itself (the client never sees them)."""
 
@@ -111,7 +112,7 @@ class ToolSettings:
     """Tool rounds the proxy runs itself within one client request."""
 
 
-@dataclass(frozen=True)
+@frozen
 class HandoffSettings:
     """`context.handoff`: a one-per-window notice that compaction is near (no block: no notice)."""
 
@@ -119,7 +120,7 @@ class HandoffSettings:
     prompt: str = checks.checked(checks.prompt, HANDOFF_PROMPT)
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelSettings:
     """Per-model overrides; None means "use the `context` default" (`tools` and `handoff`
     replace the default block as a whole)."""
@@ -149,7 +150,7 @@ _NO_OVERRIDES = ModelSettings()
 """What a model without a `context.models` entry gets (asked several times a request)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ContextSettings:
     strategy: tuple[str, ...] = checks.checked(checks.strategy, ("summarize",))
     context_window: int = checks.checked(checks.positive, 128000)
@@ -209,7 +210,7 @@ class ContextSettings:
         return self.for_model(model).price or DEFAULT_PRICES.get(model)
 
 
-@dataclass(frozen=True)
+@frozen
 class GatewayKeySettings:
     """A static gateway key; its name is the tenant of its sessions."""
 
@@ -225,14 +226,14 @@ class GatewayKeySettings:
     """`managed` or `shadow` for this key's turns, over `context.mode` and the model's (`docs/savings.md`)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class GatewaySettings:
     keys: tuple[GatewayKeySettings, ...] = ()
     admin_key: str = ""
     allow_anonymous: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class RouteSettings:
     """Requests whose model matches one of `models` (shell-style globs) go to this upstream."""
 
@@ -245,7 +246,7 @@ class RouteSettings:
     api: str = checks.checked(checks.one_of(*UPSTREAM_APIS), "openai")
 
 
-@dataclass(frozen=True)
+@frozen
 class ResponsesSettings:
     """The Responses API door."""
 
@@ -254,7 +255,7 @@ class ResponsesSettings:
     `manage`: such requests are managed like any other (journaled, compacted, continued by session)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)

@@ -8,9 +8,7 @@ added since, as `usage_preference` says: `max` (the larger; the default),
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from proxy.types import JSONObject
+from proxy.types import JSONObject, frozen
 
 
 class ContextTooLarge(Exception):
@@ -18,7 +16,7 @@ class ContextTooLarge(Exception):
     `context_length_exceeded`)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Budget:
     context_window: int
     trigger: int

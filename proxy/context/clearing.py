@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from proxy.config import CompactSettings
 from proxy.context.compose import History, Unit
-from proxy.types import Message
+from proxy.types import Message, frozen
 
 CLEARED = "[Old tool result content cleared]"
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details", "thinking", "redacted_thinking")
@@ -35,7 +34,7 @@ Position = tuple[int, int]
 """(unit index, message index in the unit)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolResultRule:
     keep_recent: int | None
     tool_filter: frozenset[str]
@@ -47,7 +46,7 @@ class ToolResultRule:
         return not self.tool_filter or tool in self.tool_filter
 
 
-@dataclass(frozen=True)
+@frozen
 class ClearRules:
     tool_results: tuple[ToolResultRule, ...] = ()
     thinking: bool = False

@@ -12,7 +12,7 @@ with tool calls and its results never separate.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from itertools import chain
 
@@ -23,10 +23,10 @@ from proxy.context.validity import CONTINUATION, ensure_valid_history, pair_tool
 from proxy.context.window import Window
 from proxy.sessions import Turn, leading_count, message_hash, wire
 from proxy.sessions.messages import LEADING_ROLES
-from proxy.types import Message
+from proxy.types import Message, frozen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Unit:
     """Consecutive journal turns that compaction keeps or evicts together."""
 
@@ -78,7 +78,7 @@ def _settled_json(units: Sequence[Unit]) -> bytes:
     return orjson.dumps(_paired(messages))[1:-1]
 
 
-@dataclass(frozen=True)
+@frozen
 class History:
     """The session's past as the next request sees it.
 

@@ -36,16 +36,15 @@ string when its text is one block (a list of text parts when several, null when 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 MESSAGE_MARKS = ("thinking_blocks", "reasoning_content", "is_error")
 """Message fields of the core that no OpenAI-compatible upstream accepts."""
 _FOREIGN_PARTS = frozenset({"thinking", "redacted_thinking", "document"})
 
 
-@dataclass(frozen=True)
+@frozen
 class ChatRequest:
     """The core's request: a Chat Completions body, parsed and validated by its door."""
 

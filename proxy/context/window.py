@@ -10,10 +10,10 @@ the same prefix byte for byte until the next overflow.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 FIRST_WINDOW = "win_0"
 """The id of every session's first window; `win_N` is the lineage's (N+1)th."""
@@ -25,7 +25,7 @@ def archive_uri(archive_id: str) -> str:
     return ARCHIVE_PREFIX + archive_id
 
 
-@dataclass(frozen=True)
+@frozen
 class Window:
     current: str = FIRST_WINDOW
     first: str = FIRST_WINDOW

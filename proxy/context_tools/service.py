@@ -12,7 +12,7 @@ offered, so their calls are answered here and never reach the client.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import orjson
 
@@ -28,11 +28,11 @@ from proxy.context_tools.rounds import ToolRounds
 from proxy.context_tools.tools import ProxyTools, offer, with_tools
 from proxy.events import EventBus, HandoffNoticed, ToolRound, ToolsShadowed
 from proxy.store import SessionKeys, Store
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 from proxy.upstream import Answer
 
 
-@dataclass(frozen=True)
+@frozen
 class Prepared:
     """The first upstream request of a turn, as the context tools shaped it."""
 
@@ -57,7 +57,7 @@ class Prepared:
         return chat, self.messages_json[:-1] + b"," + orjson.dumps(added)[1:]
 
 
-@dataclass(frozen=True)
+@frozen
 class Fill:
     """How full the turn's window is, as the handoff notice measures it."""
 

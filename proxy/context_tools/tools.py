@@ -10,11 +10,10 @@ proxy, never shown to the client) and the client's (returned as they are).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from proxy.config import ToolSettings
 from proxy.context.window import FIRST_WINDOW
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 RECALL = "recall_context"
 NEW_CONTEXT = "new_context"
@@ -52,7 +51,7 @@ _DEFINITIONS: dict[str, JSONObject] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class ProxyTools:
     """The proxy's tools on one request, and the names the client claimed for itself."""
 
@@ -103,7 +102,7 @@ def with_tools(body: JSONObject, tools: ProxyTools) -> JSONObject:
     return {**body, "tools": [*(body.get("tools") or ()), *tools.definitions]}
 
 
-@dataclass(frozen=True)
+@frozen
 class SplitCalls:
     proxy: list[JSONObject]
     client: list[JSONObject]

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol
 
 from proxy.context.model import ChatRequest
+from proxy.types import frozen
 from proxy.upstream import Answer, UpstreamResponse
 
 
-@dataclass(frozen=True)
+@frozen
 class Outgoing:
     path: str
     """The upstream path under its base URL, as `/v1/...`."""

@@ -40,8 +40,6 @@ An assistant message's blocks are re-ordered thinking, text, tool_use by the cor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import orjson
 
 from proxy.doors.anthropic_answer import MessageStream, error_body, message_from_completion, message_id
@@ -59,7 +57,7 @@ from proxy.doors.anthropic_fields import (
     required,
 )
 from proxy.errors import BadRequest
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 __all__ = [
     "MessageStream",
@@ -98,7 +96,7 @@ _UNSUPPORTED_FIELDS = {
 _NULLABLE = frozenset({"cache_control", "context_management", "inference_geo", "speed"})
 
 
-@dataclass(frozen=True)
+@frozen
 class MessagesCall:
     """One Messages request, translated.
 

@@ -10,7 +10,7 @@ import hashlib
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -18,11 +18,12 @@ import orjson
 
 from proxy.config import BUDGET_PERIODS, MODES, GatewayKeySettings, key_name_problem
 from proxy.errors import BadRequest
+from proxy.types import frozen
 
 SECRET_PREFIX = "cp-"
 
 
-@dataclass(frozen=True)
+@frozen
 class KeyPolicy:
     name: str
     sha256: str

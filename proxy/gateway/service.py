@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ipaddress
 import time
-from dataclasses import dataclass
 
 from proxy.config import Settings
 from proxy.errors import InvalidApiKey
@@ -23,9 +22,10 @@ from proxy.gateway.registry import KeyRegistry
 from proxy.sessions import tenant_of
 from proxy.store import Store
 from proxy.store.gateway import GatewayStore
+from proxy.types import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Principal:
     tenant: str
     """Whose sessions these are: the key's name in gateway mode, else a hash of the caller's key."""

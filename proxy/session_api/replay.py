@@ -22,7 +22,6 @@ in a window id that the landed compaction names, so it is shown with the landed 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import takewhile
 
 from proxy.compaction.strategies.base import lift_pinned
@@ -31,7 +30,7 @@ from proxy.context.window import FIRST_WINDOW, Window
 from proxy.sessions.journal import Turn
 from proxy.sessions.messages import message_hash, wire
 from proxy.store import SessionDump, StoredTurn
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 WINDOW_EVENTS = ("compaction", "clear")
 """Journal events that start a window: a landed compaction, and a clear (a fresh lineage
@@ -43,7 +42,7 @@ summary, a pinned turn lifted out of an evicted span, a recent turn, the turn's 
 input, or a message the validity rules added (a placeholder tool result or user turn)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class SentMessage:
     kind: str
     turn: int | None
@@ -53,7 +52,7 @@ class SentMessage:
     """The client marked this very message `pinned: true` (a marker the proxy strips before sending)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Replay:
     seq: int
     window: str

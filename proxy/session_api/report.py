@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from proxy.session_api.savings import Prices, Savings
 from proxy.store import SessionDump
+from proxy.types import frozen
 
 _SPAN = re.compile(r"(\d+)([dhm])")
 _SECONDS = {"d": 86400, "h": 3600, "m": 60}
@@ -32,7 +32,7 @@ def since_seconds(text: str) -> float:
     return int(match.group(1)) * _SECONDS[match.group(2)]
 
 
-@dataclass(frozen=True)
+@frozen
 class Scope:
     """Which turns the report counts: created at or after `since` (a Unix time), of `key` only if set."""
 

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from proxy.errors import BadRequest
 from proxy.store.names import SessionKeys
+from proxy.types import frozen
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 DERIVED_PREFIX = "auto-"
 
 
-@dataclass(frozen=True)
+@frozen
 class Identity:
     """The one shape of a session: whose (tenant), which (session), and whether the proxy
     derived it from the conversation; `keys` names its Redis keys."""

@@ -15,12 +15,10 @@ calls), cut into exchanges after each such answer that a user message follows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from proxy.types import Message
+from proxy.types import Message, frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Exchange:
     """One earlier exchange: its input messages (as `[start, end)` of the new input) and its answer at `end`."""
 

@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 Status = Literal["completed", "failed", "canceled", "interrupted"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen(slots=True)
 class Turn:
     """A journal turn as composition needs it (the stored record has more: model, usage,
     error, timestamps, request id, window; the session API reads those from the store)."""

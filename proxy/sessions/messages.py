@@ -13,12 +13,11 @@ what lets the proxy find the part of a full-history request the journal already 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from proxy.types import Message
+from proxy.types import Message, frozen
 
 LEADING_ROLES = ("system", "developer")
 
@@ -84,7 +83,7 @@ def chain_hashes(digests: list[str]) -> list[str]:
 _COMMA, _CLOSE = b","[0], b"]"[0]
 
 
-@dataclass(frozen=True)
+@frozen
 class Digests:
     """A request's content hashes and chain hashes, with cheap fingerprints of its prefixes."""
 

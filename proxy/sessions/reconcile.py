@@ -31,11 +31,9 @@ the request's own last turn stays new input (`imported.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from proxy.sessions.messages import leading_count
 from proxy.store import LoadedSession
-from proxy.types import Message
+from proxy.types import Message, frozen
 
 ROOT = -1
 RECENT_PREFIXES = 64
@@ -52,7 +50,7 @@ def split_leading(messages: list[Message]) -> tuple[list[Message], list[Message]
     return messages[:lead], messages[lead:]
 
 
-@dataclass(frozen=True)
+@frozen
 class Reconciled:
     new_input: list[Message]
     new_hashes: list[str]

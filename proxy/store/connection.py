@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -37,7 +36,7 @@ from redis.exceptions import (
 )
 
 from proxy.errors import StoreUnavailable
-from proxy.types import JSONObject
+from proxy.types import JSONObject, frozen
 
 Client = aioredis.Redis | RedisCluster
 
@@ -117,7 +116,7 @@ def open_client(url: str, *, cluster: bool, wait_timeout_ms: int) -> Client:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class ClusterState:
     """What one node of the cluster says about the whole: `ok` means every slot is served."""
 
@@ -148,7 +147,7 @@ async def cluster_state(client: RedisCluster) -> ClusterState:
     raise StoreUnavailable(f"no cluster node answers: {problem}")
 
 
-@dataclass(frozen=True)
+@frozen
 class Readiness:
     """Whether the store can serve requests now, with what `/readyz` reports."""
 

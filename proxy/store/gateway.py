@@ -7,19 +7,19 @@ rolling minute; UTC days and months are named by the caller.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from proxy.store.connection import mapped, mapped_pipeline
 from proxy.store.gateway_names import REGISTRY, REGISTRY_VERSION, GatewayKeys
 from proxy.store.redis_store import Store
 from proxy.store.scripts import Script
+from proxy.types import frozen
 
 _DAY_TTL_S = 40 * 86400
 _MONTH_TTL_S = 400 * 86400
 
 
-@dataclass(frozen=True)
+@frozen
 class Periods:
     """The UTC day (`2026-11-30`) and month (`2026-11`) a request is counted in."""
 
@@ -27,7 +27,7 @@ class Periods:
     month: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Verdict:
     """What `gateway_admit.lua` decided; counts include the request when it was admitted."""
 
@@ -44,7 +44,7 @@ class Verdict:
     """The tpm bucket the reservation went to (what `settle` corrects)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Usage:
     requests: int = 0
     tokens: int = 0

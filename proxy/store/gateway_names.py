@@ -8,9 +8,8 @@ hot path never reads it (each replica keeps a copy, refreshed when its version m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from proxy.store.names import PREFIX
+from proxy.types import frozen
 
 GATEWAY_PREFIX = f"{PREFIX}:gw"
 REGISTRY = f"{GATEWAY_PREFIX}:{{registry}}:keys"
@@ -19,7 +18,7 @@ REGISTRY_VERSION = f"{GATEWAY_PREFIX}:{{registry}}:version"
 """counter: bumped by every create and revoke."""
 
 
-@dataclass(frozen=True)
+@frozen
 class GatewayKeys:
     """The counters of one gateway key, by its name."""
 

@@ -8,7 +8,6 @@ meta hash; on a cluster those sit on several nodes and are read in one pipeline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -16,12 +15,12 @@ import orjson
 from proxy.store import records
 from proxy.store.connection import Client
 from proxy.store.names import LEGACY_SESSION_INDEX, TENANT_INDEX_PATTERN, SessionKeys, TenantKeys, tenant_of_index
-from proxy.types import JSONObject
+from proxy.types import JSONObject, frozen
 
 _FIELDS = ("created", "updated", "seq", "window_id", "usage", "head")
 
 
-@dataclass(frozen=True)
+@frozen
 class ListedSession:
     """One session as a listing shows it, from its meta hash."""
 
@@ -39,7 +38,7 @@ class ListedSession:
     """The savings totals of the path to its head turn (`path_savings`; None before they were kept)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class SessionPage:
     sessions: list[ListedSession]
     has_more: bool

@@ -8,7 +8,7 @@ a tenant's listing reads one slot, and no script ever needs keys of two slots.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from proxy.types import frozen
 
 PREFIX = "cp"
 LOCK_PREFIX = f"{PREFIX}:lock"
@@ -27,7 +27,7 @@ def tenant_of_index(key: str) -> str:
     return key[len(PREFIX) + 4 : -len("}:sessions")]
 
 
-@dataclass(frozen=True)
+@frozen
 class SessionKeys:
     tenant: str
     session: str
@@ -91,7 +91,7 @@ class SessionKeys:
         return [self.meta, self.turns, self.links, self.chain, self.events, self.archive, self.ends]
 
 
-@dataclass(frozen=True)
+@frozen
 class TenantKeys:
     """Keys of one tenant (one hash tag, so one cluster slot per tenant)."""
 

@@ -19,7 +19,6 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -34,7 +33,7 @@ from proxy.store.line import Line
 from proxy.store.names import FORCE_COMPACTION, HANDOFF_PREFIX, SessionKeys, TenantKeys
 from proxy.store.replication import write_confirmed
 from proxy.store.scripts import Arg, Execute, Script
-from proxy.types import JSONObject
+from proxy.types import JSONObject, frozen
 
 log = logging.getLogger("context_proxy.store")
 
@@ -42,7 +41,7 @@ DERIVED_INDEX_SIZE = 100_000
 """Most turn ends a tenant's derived-session index keeps (oldest out first)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class StoredTurn:
     """One journal turn as stored: its place in the tree and its JSON record."""
 
@@ -52,7 +51,7 @@ class StoredTurn:
     record: JSONObject
 
 
-@dataclass(frozen=True)
+@frozen
 class LoadedSession:
     """What `load_context.lua` returned: where the request attaches and the path to it."""
 
@@ -75,7 +74,7 @@ class LoadedSession:
     turns: list[tuple[int, JSONObject]]
 
 
-@dataclass(frozen=True)
+@frozen
 class SessionDump:
     """Everything stored for one session, for the session API and the CLI."""
 
@@ -84,7 +83,7 @@ class SessionDump:
     events: list[JSONObject]
 
 
-@dataclass(frozen=True)
+@frozen
 class Archive:
     """The span a landed compaction evicted, kept under the id its summary cites."""
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 import orjson
 from redis.exceptions import WatchError
@@ -33,7 +33,7 @@ from proxy.errors import Conflict
 from proxy.store.connection import Client, mapped
 from proxy.store.names import PREFIX, SessionKeys
 from proxy.store.redis_store import Store, StoredTurn
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 
 def response_key(tenant: str, response_id: str) -> str:
@@ -48,7 +48,7 @@ def compaction_key(tenant: str, reference: str) -> str:
     return f"{PREFIX}:cmp:{tenant}:{reference}"
 
 
-@dataclass(frozen=True)
+@frozen
 class StoredCompaction:
     summary: Message
     """The message that stands in for the compacted span (restored in the item's place)."""
@@ -58,7 +58,7 @@ class StoredCompaction:
     created_at: int
 
 
-@dataclass(frozen=True)
+@frozen
 class StoredResponse:
     session: str
     seq: int | None
@@ -141,7 +141,7 @@ class _Remembered:
             self._total -= len(oldest)
 
 
-@dataclass(frozen=True)
+@frozen
 class StoredConversation:
     created_at: int
     metadata: JSONObject

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
 from functools import cached_property
 
 from proxy.context.window import FIRST_WINDOW
 from proxy.store import SessionKeys, Store
+from proxy.types import frozen
 
 POLL_S = 0.05
 
 
-@dataclass(frozen=True)
+@frozen
 class LoadedWindow:
     """The session and the window id a request loaded it in."""
 

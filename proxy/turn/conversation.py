@@ -8,8 +8,6 @@ is pure (`reconcile`, `build_history`, `extend_history`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from proxy.compaction.breaker import Breaker
 from proxy.context.compose import History, build_history, extend_history
 from proxy.context.window import Window
@@ -18,10 +16,10 @@ from proxy.sessions.messages import Digests
 from proxy.sessions.reconcile import ROOT, may_be_trimmed
 from proxy.store import LoadedSession, SessionKeys, Store
 from proxy.turn.paths import CachedPath, PathCache
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Conversation:
     identity: Identity
     keys: SessionKeys

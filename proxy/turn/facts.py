@@ -6,13 +6,11 @@ puts it on the request (`keys.TURN_FACTS`), and the access middleware reads it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from proxy.compaction import Fitted
-from proxy.types import JSONObject
+from proxy.types import JSONObject, frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class TurnFacts:
     session: str
     tenant: str

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import orjson
 
@@ -14,11 +13,11 @@ from proxy.context.model import ChatRequest
 from proxy.dialects import dialect_for
 from proxy.errors import ProxyError
 from proxy.turn.plan import Caller
-from proxy.types import JSONObject
+from proxy.types import JSONObject, frozen
 from proxy.upstream import Answer, UpstreamClient
 
 
-@dataclass(frozen=True)
+@frozen
 class Sent:
     answer: Answer
     """Unread, and read as Chat Completions whatever the upstream's API."""

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcome:
     status: str
     """`completed`, `failed`, `canceled` or `interrupted` (`status.py`)."""

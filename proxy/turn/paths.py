@@ -14,15 +14,15 @@ each), least recently used first out; 0 turns the cache off.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 
 from proxy.context.compose import History, extend_history
 from proxy.context.window import Window
 from proxy.sessions import Digests, Turn
 from proxy.store import SessionKeys
+from proxy.types import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class CachedPath:
     head: int
     """The last turn of the cached path."""

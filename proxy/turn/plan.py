@@ -5,7 +5,6 @@ compaction and forward steps of one request need)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from proxy.compaction import BackgroundJobs, Landing
 from proxy.compaction.hooks import Hooks
@@ -24,11 +23,11 @@ from proxy.turn.pending import PendingWrites
 from proxy.turn.savings import ClientCount
 from proxy.turn.shadow import ShadowTurn
 from proxy.turn.windows import ModelWindows
-from proxy.types import Message
+from proxy.types import Message, frozen
 from proxy.upstream import Routes
 
 
-@dataclass(frozen=True)
+@frozen
 class TurnDeps:
     """Everything a turn touches, built once at start-up."""
 
@@ -48,7 +47,7 @@ class TurnDeps:
     builders: Builders | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Caller:
     """Who asks, as the HTTP edge identified them."""
 
@@ -73,7 +72,7 @@ class Caller:
     a stored window."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """What the budget and compaction steps of one turn need."""
 

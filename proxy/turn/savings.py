@@ -19,18 +19,16 @@ totals from its head turn alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from proxy.context.compose import History
 from proxy.context.tokens import Encoder, TokenCounter, request_overhead
 from proxy.sessions.reconcile import ROOT
 from proxy.turn.conversation import Conversation
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 NO_SAVINGS: JSONObject = {"client_tokens": 0, "sent_tokens": 0, "cost_usd": 0.0, "saved_cost_usd": 0.0}
 
 
-@dataclass(frozen=True)
+@frozen
 class ClientCount:
     """A request's prompt as its client sent it, by the proxy's tokenizer."""
 

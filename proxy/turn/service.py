@@ -14,7 +14,7 @@ reuses the same steps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 
 import orjson
@@ -48,11 +48,11 @@ from proxy.turn.plan import Caller, Plan, TurnDeps
 from proxy.turn.projection import sent_history, sent_input
 from proxy.turn.savings import count_client
 from proxy.turn.shadow import estimating_summarizer, last_state, shadow_history, shadow_turn, simulated
-from proxy.types import Message
+from proxy.types import Message, frozen
 from proxy.upstream import Answer
 
 
-@dataclass(frozen=True)
+@frozen
 class Fit:
     """A plan fitted under its budget: what the forward step sends."""
 
@@ -61,7 +61,7 @@ class Fit:
     budget: Budget
 
 
-@dataclass(frozen=True)
+@frozen
 class Tried:
     """One forward of a fitted plan: what it came to, and the request it sent."""
 

@@ -13,7 +13,7 @@ size), so the compactions reported are the ones managed mode would have made, in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from proxy.compaction import Fitted
 from proxy.compaction.strategies import Strategy, Summarizer, without_server
@@ -21,13 +21,13 @@ from proxy.compaction.strategies.background import Background
 from proxy.compaction.strategies.base import Summary
 from proxy.context.compose import History
 from proxy.context.tokens import Encoder, count_messages
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 SUMMARY_SHARE = 0.2
 """The estimated summary's size, as a share of the messages the summarizer would be sent."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ShadowTurn:
     """A shadow turn's figures, journaled as its record's `shadow`."""
 

@@ -6,18 +6,16 @@ The relay (the client's answer) and the summarizer (a compression answer) both r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import orjson
 
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 
 class NotACompletion(ValueError):
     """The body is not a chat completion (not JSON, or no `choices[0].message`)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Completion:
     message: Message
     """The assistant message as a later request would send it back."""

@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class SSEEvent:
     raw: bytes
     data: bytes | None

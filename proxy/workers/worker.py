@@ -15,7 +15,6 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
@@ -27,11 +26,12 @@ from proxy.errors import ConfigError, StoreUnavailable
 from proxy.handlers.health import exposition
 from proxy.metrics_peers import MetricPeers
 from proxy.serving import await_within, cleanup_bound_s, run_app
+from proxy.types import frozen
 
 log = logging.getLogger("context_proxy.workers")
 
 
-@dataclass(frozen=True)
+@frozen
 class Slot:
     """What a worker gets from the supervisor besides settings and sockets."""
 

@@ -9,20 +9,20 @@ failed, a quality gate refused the summary); history then stays unchanged.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol
 
 from proxy.context.budget import Budget
 from proxy.context.compose import History, Unit
 from proxy.context.window import Window
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 
 class StrategyError(Exception):
     """The strategy could not compact; the history is left as it was."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Summary:
     text: str
     usage: JSONObject | None = None
@@ -36,7 +36,7 @@ Validator = Callable[[str, list[Message], list[Message]], Awaitable[bool]]
 """(summary, evicted messages, kept messages) -> accept?"""
 
 
-@dataclass(frozen=True)
+@frozen
 class CompactionInput:
     history: History
     budget: Budget
@@ -51,7 +51,7 @@ class CompactionInput:
     recent, whatever the budget and the `preserve_*` options say."""
 
 
-@dataclass(frozen=True)
+@frozen
 class CompactionResult:
     strategy: str
     window: Window

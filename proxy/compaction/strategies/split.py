@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from proxy.compaction.strategies.base import CompactionInput
 from proxy.context.compose import Unit
+from proxy.types import frozen
 
 SPLITS = ("ratio", "recent-turns")
 
@@ -38,7 +37,7 @@ def fixed_tokens(data: CompactionInput) -> int:
     return sum(w.leading_tokens) + sum(w.pinned_tokens) + data.new_tokens
 
 
-@dataclass(frozen=True)
+@frozen
 class SpanCut:
     """`context.split`: keep the newest units that fit `preserve_ratio` of the trigger
     (`ratio`), or the last `preserve_recent` units (`recent-turns`)."""

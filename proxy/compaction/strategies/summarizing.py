@@ -7,7 +7,7 @@ compressed in parts, each folded into the summary of the parts before it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol
 
 from proxy.compaction.gates import check_summary, run_validator
@@ -23,7 +23,7 @@ from proxy.compaction.strategies.base import (
 from proxy.compaction.strategies.split import SpanCut
 from proxy.context.budget import Budget
 from proxy.context.compose import History, Unit
-from proxy.types import Message
+from proxy.types import Message, frozen
 
 CHUNK_SHARE = 0.6
 
@@ -40,7 +40,7 @@ class Gated(Protocol):
     validator: Validator | None
 
 
-@dataclass(frozen=True)
+@frozen
 class Style:
     """How a strategy's summary is asked for and shown."""
 

@@ -8,14 +8,12 @@ make restores nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from proxy.doors.responses_codec._checks import obj, string
 from proxy.doors.responses_codec._input import parse_input
 from proxy.doors.responses_codec._output import input_items_of
 from proxy.doors.responses_codec._request import check_cache_options, passed_fields
 from proxy.errors import BadRequest
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 _COMPACT_KEYS = frozenset(
     {
@@ -27,7 +25,7 @@ CREATED_BY = "context-proxy"
 """The `created_by` of the compaction items the proxy makes."""
 
 
-@dataclass(frozen=True)
+@frozen
 class CompactCall:
     """A `POST /v1/responses/compact` request, validated."""
 

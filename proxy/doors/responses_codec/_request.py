@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from proxy.doors.responses_codec._checks import (
@@ -21,7 +20,7 @@ from proxy.doors.responses_codec._checks import (
 )
 from proxy.doors.responses_codec._input import parse_input
 from proxy.errors import BadRequest
-from proxy.types import JSONObject, Message
+from proxy.types import JSONObject, Message, frozen
 
 _REQUEST_KEYS = frozenset(
     {
@@ -45,7 +44,7 @@ _PASSED = ("user", "safety_identifier", "prompt_cache_key", "prompt_cache_retent
 """Request fields the chat core takes under the same name."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ResponsesCall:
     """A `POST /v1/responses` request, validated: the core request and what the glue resolves."""
 
