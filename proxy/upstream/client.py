@@ -9,6 +9,7 @@ to relay unchanged.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
@@ -28,6 +29,12 @@ HOP_BY_HOP = frozenset(
 )  # fmt: skip
 _PROXY_HEADERS = frozenset({"x-context-strategy"})
 ANTHROPIC_VERSION = "2023-06-01"
+
+
+@functools.cache
+def _not_forwarded(session_header: str) -> frozenset[str]:
+    """The client headers that never go upstream, by lower-case name (one session header a process)."""
+    return HOP_BY_HOP | _PROXY_HEADERS | {session_header.lower(), "authorization", "x-api-key"}
 
 
 @contextmanager
@@ -105,7 +112,7 @@ class UpstreamClient:
         (the client's own, outside gateway mode) or else this upstream's key: the client's
         header itself (`Authorization`, or Anthropic's `x-api-key`) never goes through, so a
         gateway key cannot reach the upstream."""
-        skip = HOP_BY_HOP | _PROXY_HEADERS | {session_header.lower(), "authorization", "x-api-key"}
+        skip = _not_forwarded(session_header)
         headers = CIMultiDict((k, v) for k, v in client_headers.items() if k.lower() not in skip)
         self._authorize(headers, authorization)
         return headers

@@ -351,7 +351,7 @@ class _Connection(asyncio.Protocol):
 
     def rest(self) -> None:
         """Go idle in the pool, reading again (to see the upstream close it)."""
-        self.idle_since = asyncio.get_running_loop().time()
+        self.idle_since = self._loop.time()
         self.pooled = True
         self._resume_reading()
 
@@ -636,7 +636,7 @@ def _head(method: str, target: str, authority: str, headers: Iterable[tuple[str,
 
 async def _until(waiter: asyncio.Future[None], deadline: float, read_timeout_s: float | None = None) -> None:
     """Await `waiter`, raising TimeoutError at the deadline or after `read_timeout_s`, whichever is first."""
-    loop = asyncio.get_running_loop()
+    loop = waiter.get_loop()
     delay = deadline - loop.time()
     if read_timeout_s is not None and read_timeout_s < delay:
         delay = read_timeout_s
