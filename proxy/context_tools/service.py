@@ -108,15 +108,17 @@ class ContextTools:
         tools = self.tools_for(chat, window_id)
         self._tell_shadowed(tools, request_id)
         body = with_tools(chat.body, tools)
+        if body is not chat.body:
+            chat = replace(chat, body=body)
         extra = request_overhead(encoder, body.get("tools")) - fill.overhead
         size = fitted.tokens + fill.new_tokens
         notice = await self._notice(chat.model, keys, window_id, fill.trigger, size, fill.usage, request_id)
         if notice is None:
             messages_json, unmarked = compose_screened(history, new_input)
-            return Prepared(replace(chat, body=body), messages_json, window_id, tools, extra, unmarked)
+            return Prepared(chat, messages_json, window_id, tools, extra, unmarked)
         messages = handoff.with_notice(compose_messages(history, new_input), notice)
         extra += len(encoder.encode_ordinary(notice))
-        return Prepared(replace(chat, body=body), orjson.dumps(messages), window_id, tools, extra)
+        return Prepared(chat, orjson.dumps(messages), window_id, tools, extra)
 
     async def _notice(
         self, model: str, keys: SessionKeys, window_id: str, trigger: int | None, local: int,

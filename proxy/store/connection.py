@@ -12,9 +12,9 @@ never waits on a dead or unreachable node for more than a few seconds.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
+from types import TracebackType
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
@@ -48,26 +48,38 @@ _UNAVAILABLE = (ClusterDownError, TryAgainError, AskError, ReadOnlyError, Cluste
 """Replies that mean "not now" (a failover, a slot being moved, a demoted primary), not a bug."""
 
 
-@contextmanager
-def mapped() -> Iterator[None]:
+class _Mapped:
+    """`mapped()`: a class, not a generator, since every store call passes through it."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc is None:
+            return
+        if isinstance(exc, _UNAVAILABLE):
+            raise StoreUnavailable(f"session store unavailable: {exc}") from exc
+        if isinstance(exc, ResponseError):
+            return  # any other error reply (a script's own) is a bug and stays what it is
+        if isinstance(exc, (RedisError, OSError)):
+            raise StoreUnavailable(f"session store unavailable: {exc}") from exc
+        if isinstance(exc, AttributeError) and torn_down(exc):
+            raise StoreUnavailable("session store unavailable: the connection was lost") from exc
+
+
+_MAPPED = _Mapped()
+
+
+def mapped() -> _Mapped:
     """Translate redis-py's errors into the proxy's at this boundary.
 
     Unreachable nodes, timeouts and the cluster's transient states become
     `StoreUnavailable` (503); any other error reply (a script's own error) is a bug
     and stays what it is.
     """
-    try:
-        yield
-    except _UNAVAILABLE as exc:
-        raise StoreUnavailable(f"session store unavailable: {exc}") from exc
-    except ResponseError:
-        raise
-    except (RedisError, OSError) as exc:
-        raise StoreUnavailable(f"session store unavailable: {exc}") from exc
-    except AttributeError as exc:
-        if not torn_down(exc):
-            raise
-        raise StoreUnavailable("session store unavailable: the connection was lost") from exc
+    return _MAPPED
 
 
 def torn_down(exc: AttributeError) -> bool:
@@ -82,19 +94,41 @@ def torn_down(exc: AttributeError) -> bool:
 _NODE_LOST = (ConnectionError, TimeoutError, ClusterDownError, SlotNotCoveredError)
 
 
-@asynccontextmanager
-async def mapped_pipeline(client: Client) -> AsyncIterator[None]:
+class _MappedPipeline:
+    """`mapped_pipeline(client)`, a class for the same reason as `_Mapped`."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None:
+            return
+        try:
+            _MAPPED.__exit__(kind, exc, tb)
+        except StoreUnavailable as unavailable:
+            await self._recover(unavailable)
+            raise
+        if isinstance(exc, StoreUnavailable):  # raised inside, by a lower layer
+            await self._recover(exc)
+
+    async def _recover(self, exc: StoreUnavailable) -> None:
+        if isinstance(self._client, RedisCluster) and isinstance(exc.__cause__, _NODE_LOST):
+            with suppress(RedisError, RedisClusterException, OSError):
+                await self._client.nodes_manager.initialize()
+
+
+def mapped_pipeline(client: Client) -> _MappedPipeline:
     """`mapped()` around a pipeline. A single command that cannot reach a node makes the
     cluster client re-read the cluster's slots before the next one; a pipeline does not, so
     here a lost node does it: pipelined reads recover from a failover by themselves too."""
-    try:
-        with mapped():
-            yield
-    except StoreUnavailable as exc:
-        if isinstance(client, RedisCluster) and isinstance(exc.__cause__, _NODE_LOST):
-            with suppress(RedisError, RedisClusterException, OSError):
-                await client.nodes_manager.initialize()
-        raise
+    return _MappedPipeline(client)
 
 
 def open_client(url: str, *, cluster: bool, wait_timeout_ms: int) -> Client:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -37,14 +37,23 @@ def _not_forwarded(session_header: str) -> frozenset[str]:
     return HOP_BY_HOP | _PROXY_HEADERS | {session_header.lower(), "authorization", "x-api-key"}
 
 
-@contextmanager
-def _mapped(url: str) -> Iterator[None]:
-    try:
-        yield
-    except TimeoutError as exc:
-        raise UpstreamTimeout(f"upstream did not answer in time: {url}") from exc
-    except OSError as exc:
-        raise UpstreamUnavailable(f"upstream unreachable: {exc.__class__.__name__}: {exc}") from exc
+class _Mapped:
+    """Timeouts and network errors of one exchange with `url` as the proxy's own (a class, not
+    a generator: every upstream call passes through it twice)."""
+
+    __slots__ = ("_url",)
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if isinstance(exc, TimeoutError):
+            raise UpstreamTimeout(f"upstream did not answer in time: {self._url}") from exc
+        if isinstance(exc, OSError):
+            raise UpstreamUnavailable(f"upstream unreachable: {exc.__class__.__name__}: {exc}") from exc
 
 
 class UpstreamResponse:
@@ -66,12 +75,12 @@ class UpstreamResponse:
         return self._response.content_length
 
     async def read(self) -> bytes:
-        with _mapped(self._url):
+        with _Mapped(self._url):
             return await self._response.read()
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives, in the sizes the network delivers."""
-        with _mapped(self._url):
+        with _Mapped(self._url):
             async for chunk in self._response.iter_chunks():
                 yield chunk
 
@@ -153,7 +162,7 @@ class UpstreamClient:
             headers = CIMultiDict(headers)
             tracing.inject(headers)
         started = time.perf_counter()
-        with _mapped(url):
+        with _Mapped(url):
             response = await self._pool.request(
                 method,
                 target,
