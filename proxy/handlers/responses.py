@@ -189,7 +189,11 @@ async def _continued(
     """(the session, the conversation so far) that `previous_response_id` or `conversation` names."""
     if previous_response_id is not None:
         stored = await store.response(tenant, previous_response_id)
-        continued = await store.continued(tenant, previous_response_id, stored) if stored else None
+        continued = (
+            await store.continued(tenant, previous_response_id, stored, output_hash=message_hash(stored.output))
+            if stored
+            else None
+        )
         if stored is None or continued is None:
             gone = "" if stored is None else ": its session no longer holds it (deleted, or expired)"
             raise NotFound(

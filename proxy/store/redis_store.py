@@ -350,6 +350,12 @@ class Store:
             events=[orjson.loads(e) for e in events],
         )
 
+    async def turn_ending_with(self, keys: SessionKeys, output_hash: str) -> int | None:
+        """The session's latest completed turn whose answer has this hash (its `ends` entry), if any."""
+        with mapped():
+            raw = await self.execute("HGET", keys.ends, output_hash)
+        return int(raw) if raw is not None else None
+
     async def session_exists(self, keys: SessionKeys) -> bool:
         with mapped():
             return bool(await self.execute("EXISTS", keys.meta))

@@ -197,15 +197,22 @@ class ResponseStore:
             raw = await self._execute("GET", response_key(tenant, response_id))
         return StoredResponse.from_json(raw) if raw is not None else None
 
-    async def continued(self, tenant: str, response_id: str, stored: StoredResponse) -> list[Message] | None:
-        """What a response continuing `stored` starts from: the conversation it answered, then its
-        answer. None when the journal no longer holds its turn (its session was deleted, or expired)."""
+    async def continued(
+        self, tenant: str, response_id: str, stored: StoredResponse, *, output_hash: str
+    ) -> list[Message] | None:
+        """What a response continuing `stored` (whose answer hashes to `output_hash`) starts from:
+        the conversation it answered, then its answer. None when the journal no longer holds its
+        turn (its session was deleted, or expired, or deleted and started again under its id).
+
+        A remembered conversation is used when the session's latest turn with that answer is
+        still the response's (one `HGET`); else, or when a later turn gave the same answer, the
+        journal's path to the turn is read and checked."""
         if stored.earlier is not None:
             return [*stored.earlier, *stored.own, stored.output]
         keys = SessionKeys(tenant, stored.session)
         remembered = self._remembered.get((tenant, response_id))
-        if remembered is not None:
-            return remembered if await self._store.session_exists(keys) else None
+        if remembered is not None and await self._store.turn_ending_with(keys, output_hash) == stored.seq:
+            return remembered
         dump = await self._store.read_session(keys)
         path = path_messages(dump.turns, stored.seq) if dump is not None and stored.seq is not None else None
         if not path or path[-1] != stored.output:

@@ -567,6 +567,30 @@ async def test_a_deleted_session_ends_the_continuation_of_its_responses(start_pr
     assert (await client.responses.retrieve(first.id)).output_text == first.output_text
 
 
+async def test_a_session_started_again_under_its_id_does_not_continue_an_old_response(
+    start_proxy: ProxyFactory,
+) -> None:
+    """The process that stored a response remembers its conversation, but continues it only while
+    the session's journal still holds the response's turn: not once the session was deleted and a
+    new conversation took its id (that would bring the deleted conversation back)."""
+    serving, other = await start_proxy(strategy="full"), await start_proxy(strategy="full")
+    client = serving.client()
+    first, session = await _create(client, input="one")
+    async with aiohttp.ClientSession(headers={"Authorization": "Bearer sk-test"}) as http:
+        async with http.delete(f"{serving.url}/v1/sessions/{session}") as answer:
+            assert answer.status == 200
+        await client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "a new conversation"}],
+            extra_headers={"X-Session-Id": session},
+        )
+    for replica in (serving, other):
+        with pytest.raises(openai.NotFoundError) as caught:
+            await replica.client().responses.create(model="gpt-4o-mini", input="two", previous_response_id=first.id)
+        assert "its session no longer holds it" in caught.value.message
+    assert [m["content"] for m in _chat(serving)] == ["a new conversation"]
+
+
 async def test_a_response_stored_whole_by_an_earlier_version_is_continued(proxy: Proxy) -> None:
     client = proxy.client()
     template = await client.responses.create(model="gpt-4o-mini", input="a template")
