@@ -53,10 +53,37 @@ _DICTIONARY = (
 )
 """Nearest the data last: a short chat turn's record as `TurnDraft.record` orders it, before that
 common English words, first the rarer fields and values."""
-_PACKER = zlib.compressobj(6, zlib.DEFLATED, -12, 4, zlib.Z_DEFAULT_STRATEGY, _DICTIONARY)
-"""Copied for each record, the dictionary already loaded: a 4 KB window and a small hash
-table (memory level 4: a record's repeats are near each other, and a small state is cheap to
-copy: 19 us a short turn's record against 32 at level 8, the same bytes out)."""
+
+
+class Deflate:
+    """Raw deflate with a preset dictionary, tagged `\\x01`; what does not shrink stays as it is.
+
+    The compressor is made once with the dictionary loaded and copied for each text (cheaper than
+    loading the dictionary again). Unpacking reads any window size, so `window_bits` may change."""
+
+    def __init__(self, dictionary: bytes, *, level: int, window_bits: int, mem_level: int) -> None:
+        self._dictionary = dictionary
+        self._packer = zlib.compressobj(
+            level, zlib.DEFLATED, -window_bits, mem_level, zlib.Z_DEFAULT_STRATEGY, dictionary
+        )
+
+    def pack(self, text: bytes) -> bytes:
+        packer = self._packer.copy()
+        packed = _DEFLATED + packer.compress(text) + packer.flush()
+        return packed if len(packed) < len(text) else text
+
+    def unpack(self, raw: bytes) -> bytes:
+        """`raw` as it was before `pack` (text that was not packed comes back as it is)."""
+        if raw[:1] != _DEFLATED:
+            return raw
+        unpacker = zlib.decompressobj(-15, self._dictionary)
+        return unpacker.decompress(memoryview(raw)[1:]) + unpacker.flush()
+
+
+_RECORDS = Deflate(_DICTIONARY, level=6, window_bits=12, mem_level=4)
+"""A 4 KB window and a small hash table (memory level 4: a record's repeats are near each other,
+and a small state is cheap to copy: 19 us a short turn's record against 32 at level 8, the same
+bytes out)."""
 
 
 def encode(record: JSONObject) -> bytes:
@@ -65,18 +92,12 @@ def encode(record: JSONObject) -> bytes:
     for stamp in ("created", "finished"):
         if isinstance(compact.get(stamp), float):
             compact[stamp] = round(compact[stamp], 3)
-    text = orjson.dumps(compact)
-    packer = _PACKER.copy()
-    packed = _DEFLATED + packer.compress(text) + packer.flush()
-    return packed if len(packed) < len(text) else text
+    return _RECORDS.pack(orjson.dumps(compact))
 
 
 def decode(raw: bytes) -> JSONObject:
     """A stored record, in any of its forms, as it was written."""
-    if raw[:1] == _DEFLATED:
-        unpacker = zlib.decompressobj(-15, _DICTIONARY)
-        raw = unpacker.decompress(memoryview(raw)[1:]) + unpacker.flush()
-    record: JSONObject = orjson.loads(raw)
+    record: JSONObject = orjson.loads(_RECORDS.unpack(raw))
     for key, default in _DEFAULTS.items():
         record.setdefault(key, default)
     return record

@@ -32,6 +32,7 @@ from redis.exceptions import WatchError
 from proxy.errors import Conflict
 from proxy.store.connection import Client, mapped
 from proxy.store.names import PREFIX, SessionKeys
+from proxy.store.records import Deflate
 from proxy.store.redis_store import Store, StoredTurn
 from proxy.types import JSONObject, Message, frozen
 
@@ -46,6 +47,32 @@ def conversation_key(tenant: str, conversation_id: str) -> str:
 
 def compaction_key(tenant: str, reference: str) -> str:
     return f"{PREFIX}:cmp:{tenant}:{reference}"
+
+
+_DICTIONARY = (
+    b'"incomplete_details":{"reason":"max_output_tokens"},"refusal","function_call","call_id":"call_",'
+    b'"arguments":"{\\"","reasoning","summary":[],"encrypted_content":"input_text","output_text",'
+    b'"required":[],"additionalProperties":false},"strict":true},{"type":"function","name":"",'
+    b'"description":"The ","parameters":{"type":"object","properties":{"":{"type":"string","description":"",'
+    b'{"session":"auto-","seq":,"own":[{"role":"user","content":""}],"output":{"role":"assistant","content":""},'
+    b'"response":{"id":"resp_","object":"response","created_at":179,"status":"completed","error":null,'
+    b'"incomplete_details":null,"model":"gpt-4o-mini","output":[{"type":"message","id":"msg_","status":"completed",'
+    b'"role":"assistant","content":[{"type":"output_text","text":"","annotations":[],"logprobs":[]}]}],'
+    b'"usage":{"input_tokens":,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":,'
+    b'"output_tokens_details":{"reasoning_tokens":0},"total_tokens":},"instructions":null,"tools":[],'
+    b'"tool_choice":"auto","parallel_tool_calls":true,"temperature":null,"top_p":null,"max_output_tokens":null,'
+    b'"max_tool_calls":null,"top_logprobs":null,"metadata":{},"text":{"format":{"type":"text"}},'
+    b'"reasoning":{"effort":null,"summary":null},"truncation":"auto","store":true,"background":false,'
+    b'"previous_response_id":"resp_","conversation":null,"user":null,"safety_identifier":null,'
+    b'"prompt_cache_key":null,"prompt_cache_retention":null,"service_tier":null},"lead":[{"role":"developer","content":""}]}'
+)
+"""Nearest the data last: a stored response as `pack` orders it, and before that the parts of
+tool definitions and of tool-calling and reasoning output. It must never change: stored responses
+deflated with it are read with it (a new dictionary needs a new tag)."""
+_PACKING = Deflate(_DICTIONARY, level=1, window_bits=15, mem_level=4)
+"""The whole window, since the tools a Response echoes (an agent's can be 30 KB) repeat far apart,
+and a small hash table: 9 us a plain response (1.4 KB of JSON to 0.24 KB), 43 us one with 16
+tool schemas (28 KB to 3.3 KB)."""
 
 
 @frozen
@@ -75,7 +102,7 @@ class StoredResponse:
     """The conversation before `own`, verbatim, when the journal cannot give it: a response
     stored by an earlier version, or one whose turn has no number."""
 
-    def to_json(self) -> bytes:
+    def pack(self) -> bytes:
         data: JSONObject = {
             "session": self.session, "seq": self.seq, "own": self.own, "output": self.output, "response": self.response,
         }  # fmt: skip
@@ -83,11 +110,12 @@ class StoredResponse:
             data["lead"] = self.lead
         if self.earlier is not None:
             data["earlier"] = self.earlier
-        return orjson.dumps(data)
+        return _PACKING.pack(orjson.dumps(data))
 
     @classmethod
-    def from_json(cls, raw: bytes) -> StoredResponse:
-        data = orjson.loads(raw)
+    def unpack(cls, raw: bytes) -> StoredResponse:
+        """A stored response in any form: deflated, or JSON (as earlier versions wrote it)."""
+        data = orjson.loads(_PACKING.unpack(raw))
         if "input" in data:  # stored whole by an earlier version: `own` is where its own input starts
             conversation, own = data["input"], data["own"]
             return cls(data["session"], data["seq"], conversation[own:], data["output"], data["response"],
@@ -188,14 +216,14 @@ class ResponseStore:
     ) -> None:
         """Store `stored`; `conversation` (what continuing it starts from) is remembered here."""
         with mapped():
-            await self._execute("SET", response_key(tenant, response_id), stored.to_json(), "EX", self._ttl_s)
+            await self._execute("SET", response_key(tenant, response_id), stored.pack(), "EX", self._ttl_s)
         self._remembered.put((tenant, response_id), conversation)
 
     async def response(self, tenant: str, response_id: str) -> StoredResponse | None:
         """The stored response (None when it is unknown to this tenant, or deleted)."""
         with mapped():
             raw = await self._execute("GET", response_key(tenant, response_id))
-        return StoredResponse.from_json(raw) if raw is not None else None
+        return StoredResponse.unpack(raw) if raw is not None else None
 
     async def continued(
         self, tenant: str, response_id: str, stored: StoredResponse, *, output_hash: str

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import orjson
+
 from proxy.store import StoredTurn
 from proxy.store.responses import StoredResponse, path_messages
 
@@ -24,8 +26,30 @@ def test_a_stored_response_reads_back_in_either_form() -> None:
     own, output = [{"role": "user", "content": "two"}], {"role": "assistant", "content": "re two"}
     lead = [{"role": "developer", "content": "short"}]
     stored = StoredResponse("s", 3, own, output, {"id": "resp_1"}, lead)
-    assert StoredResponse.from_json(stored.to_json()) == stored
-    assert b"earlier" not in stored.to_json()
+    assert StoredResponse.unpack(stored.pack()) == stored
+    unpacked = b'{"session":"s","seq":3,"own":[{"role":"user","content":"two"}],"output":{"role":"assistant","content":"re two"},'
+    assert (
+        StoredResponse.unpack(unpacked + b'"response":{"id":"resp_1"},"lead":[{"role":"developer","content":"short"}]}')
+        == stored
+    )
     whole = b'{"session":"s","seq":1,"input":[{"role":"user","content":"one"},{"role":"user","content":"two"}],'
-    old = StoredResponse.from_json(whole + b'"own":1,"output":{"role":"assistant","content":"re"},"response":{}}')
+    old = StoredResponse.unpack(whole + b'"own":1,"output":{"role":"assistant","content":"re"},"response":{}}')
     assert (old.earlier, old.own, old.lead) == ([{"role": "user", "content": "one"}], own, [])
+
+
+def test_a_stored_response_is_deflated_and_an_agents_tools_most_of_all() -> None:
+    """The Response object echoes the request's tools: an agent's 16 schemas are 27 KB of JSON."""
+    output = {"role": "assistant", "content": "Item 7 is in stock; it was last moved on day 3 to shelf 10."}
+    response = {"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-4o-mini", "tools": []}
+    plain = StoredResponse("s", 3, [{"role": "user", "content": "Where is item 7?"}], output, response)
+    tools = [
+        {"type": "function", "name": f"tool_{i}", "description": " ".join(f"reads part {j} of file {i * j}" for j in range(40)),
+         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}, "strict": None}
+        for i in range(16)
+    ]  # fmt: skip
+    agent = StoredResponse("s", 3, plain.own, output, {**response, "tools": tools})
+    plain_json = len(orjson.dumps([plain.own, plain.output, plain.response]))
+    assert plain.pack()[:1] == b"\x01" and len(plain.pack()) < 0.6 * plain_json
+    assert agent.pack()[:1] == b"\x01" and len(agent.pack()) < 0.2 * len(orjson.dumps(tools))
+    for stored in (plain, agent):
+        assert StoredResponse.unpack(stored.pack()) == stored
