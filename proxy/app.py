@@ -15,12 +15,24 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from proxy.app_state import EMBEDDED, GATEWAY, METRICS, PAST_CONTEXTS, ROUTES, SESSIONS, SETTINGS, STORE, TURNS
+from proxy.app_state import (
+    EMBEDDED,
+    GATEWAY,
+    METRICS,
+    PAST_CONTEXTS,
+    RESENT,
+    ROUTES,
+    SESSIONS,
+    SETTINGS,
+    STORE,
+    TURNS,
+)
 from proxy.compaction import BackgroundJobs
 from proxy.compaction.hooks import Hooks
 from proxy.compaction.strategies import StrategyRegistry
 from proxy.config import Settings
 from proxy.context.tokens import TokenCounter
+from proxy.doors.resent import BYTES_PER_MESSAGE, ResentBodies
 from proxy.errors import ConfigError
 from proxy.events import EventBus, log_event
 from proxy.gateway import Gateway, exposure_problem
@@ -137,6 +149,7 @@ def create_app(settings: Settings) -> web.Application:
     )
     app[SETTINGS] = settings
     app[METRICS] = Metrics(settings.context.models)
+    app[RESENT] = ResentBodies(settings.server.cache_messages * BYTES_PER_MESSAGE)
     strategies = StrategyRegistry.from_settings(settings.context)  # a bad validator path fails here
     hooks, builders = Hooks(settings.context.hooks), Builders(settings.context)  # so do hooks and builders
     writes = PendingWrites()

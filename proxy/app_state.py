@@ -6,6 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.config import Settings
+from proxy.doors.resent import ResentBodies
 from proxy.gateway import Admission, Gateway, Principal
 from proxy.metrics import Metrics
 from proxy.metrics_peers import MetricPeers
@@ -25,6 +26,8 @@ GATEWAY = web.AppKey("gateway", Gateway)
 TURNS = web.AppKey("turns", TurnService)
 SESSIONS = web.AppKey("sessions", SessionAPI)
 PAST_CONTEXTS = web.AppKey("past_contexts", PastContexts)
+RESENT = web.AppKey("resent", ResentBodies)
+"""The chat door's recent bodies, so a full-history client's resent conversation is not parsed again."""
 PEERS = web.AppKey("peers", MetricPeers)
 """Set only in a worker of `serve --workers N`: `/metrics` then answers for every worker."""
 

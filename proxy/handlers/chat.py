@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.app_state import PRINCIPAL, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
+from proxy.app_state import PRINCIPAL, RESENT, ROUTE_MODEL, SETTINGS, TURN_FACTS, TURNS
 from proxy.dialects import CHAT_PATH
 from proxy.doors.chat import ChatDoor
 from proxy.handlers.gateway import admit_unmanaged, caller_of, check_model
@@ -23,7 +23,7 @@ from proxy.turn.forward import send_as_is
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     settings, turns = request.app[SETTINGS], request.app[TURNS]
-    chat = parse_chat_request(await read_body(request, settings.server.max_body_bytes))
+    chat = parse_chat_request(await read_body(request, settings.server.max_body_bytes), request.app[RESENT])
     request[ROUTE_MODEL] = chat.model
     check_model(request, chat.model)
     spec = turns.deps.strategies.spec_for(chat.model, request.headers.get(STRATEGY_HEADER))

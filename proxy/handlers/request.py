@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from proxy.doors.resent import ResentBodies
 from proxy.errors import BadRequest, PayloadTooLarge
 from proxy.handlers.encoding import decode_body
 from proxy.turn import ChatRequest
@@ -51,8 +52,10 @@ def parse_json(raw: bytes) -> Any:
     return body
 
 
-def parse_chat_request(raw: bytes) -> ChatRequest:
-    body = parse_json(raw)
+def parse_chat_request(raw: bytes, bodies: ResentBodies | None = None) -> ChatRequest:
+    """The request in `raw`, checked; with `bodies`, a conversation resent from a body parsed
+    lately is not parsed and checked again (`proxy/doors/resent.py`)."""
+    body, checked = _parsed(raw, bodies)
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object", code="invalid_type")
     model = body.get("model")
@@ -63,9 +66,9 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         raise BadRequest(
             "'messages' must be a non-empty array of message objects", param="messages", code="invalid_type"
         )
-    for index, message in enumerate(messages):
-        if not _plain(message):
-            _check_message(message, f"messages[{index}]")
+    for index in range(checked, len(messages)):
+        if not _plain(messages[index]):
+            _check_message(messages[index], f"messages[{index}]")
     stream = body.get("stream", False)
     if stream is not None and not isinstance(stream, bool):
         raise BadRequest("'stream' must be a boolean", param="stream", code="invalid_type")
@@ -80,7 +83,26 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise BadRequest(f"'{key}' must be a positive integer", param=key, code="invalid_type")
     include_usage = bool(stream and options and options.get("include_usage") is True)
+    if bodies is not None:
+        bodies.remember(raw, body, messages)
     return ChatRequest(body, raw, model, messages, bool(stream), include_usage)
+
+
+def _parsed(raw: bytes, bodies: ResentBodies | None) -> tuple[Any, int]:
+    """The body, and how many of its first messages were checked already (in an earlier body).
+
+    Anything unusual in the part after a resent prefix (not JSON, nested too deeply) is left to
+    the whole body's parse, so its error is the one the body as a whole gets."""
+    resent = bodies.find(raw) if bodies is not None else None
+    if resent is not None:
+        try:
+            rest = parse_json(resent.rest)
+        except BadRequest:
+            rest = None
+        if isinstance(rest, dict) and isinstance(rest.get("messages"), list):
+            messages = [*resent.messages, *rest.pop("messages")]
+            return {**resent.before, "messages": messages, **rest}, len(resent.messages)
+    return parse_json(raw), 0
 
 
 def _plain(message: Any) -> bool:

@@ -1,0 +1,114 @@
+"""A full-history client's resent conversation, recognised in its body's bytes before parsing.
+
+A Chat Completions client that keeps no state sends its whole conversation on every turn: the
+messages of its last request, byte for byte, then what is new. Parsing and checking them again
+costs work in proportion to the conversation. `ResentBodies` remembers, for the bodies parsed
+lately, the places in their bytes where a message ends and the next begins, each with the
+messages before it (already checked) and the body's members before `messages`. A body whose
+bytes start like a remembered body's, up to one of those places, is parsed from there on only.
+
+A place is remembered only when the body's layout is pinned down byte for byte: its members
+before and after `messages` and its last message are exactly their compact JSON (as orjson and
+the openai SDK write them), so the place is the top-level `messages` array's and nothing else.
+Bodies written otherwise (spaces, another key order in a message) are parsed whole, as always.
+A place is found by the position of a message's start, `,{"role":"`, and looked up by that
+position and the 64 bytes before it; the whole prefix is compared before it is used.
+Bounded by bytes (the bodies the places are in), least recently used first out.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from itertools import takewhile
+
+import orjson
+
+from proxy.types import JSONObject, Message, frozen
+
+_MESSAGE_START = b',{"role":"'
+_PLACES_TRIED = 8
+"""Message starts looked up, from the end: the last request's end is before the new turn's
+assistant message (an agent's turn adds it and its tool results), or (asked again, edited)
+before the last message."""
+_KEY_BYTES = 64
+BYTES_PER_MESSAGE = 1024
+"""How many bytes of bodies a `server.cache_messages` message stands for (0 messages: off)."""
+
+
+@frozen
+class Resent:
+    """A body's first messages as an earlier body had them, and the JSON object of the rest."""
+
+    messages: list[Message]
+    before: JSONObject
+    """The body's members before `messages` (in the prefix too)."""
+    rest: bytes
+    """`{"messages":[` and the body's bytes after the prefix: its other messages and members."""
+
+
+@frozen
+class _Place:
+    raw: bytes
+    at: int
+    """`raw[at]` is the `,` or `]` after the prefix's last message."""
+    messages: list[Message]
+    before: JSONObject
+
+
+class ResentBodies:
+    def __init__(self, max_bytes: int) -> None:
+        self._places: OrderedDict[tuple[int, int], _Place] = OrderedDict()
+        self._bytes = 0
+        self._max = max_bytes
+        self.hits = 0
+
+    def find(self, raw: bytes) -> Resent | None:
+        """The remembered prefix `raw` starts with, if any."""
+        if not self._places:
+            return None
+        at = len(raw)
+        for _ in range(_PLACES_TRIED):
+            at = raw.rfind(_MESSAGE_START, 0, at)
+            if at < _KEY_BYTES:
+                return None
+            place = self._places.get(_key(raw, at))
+            if place is not None and place.at == at and raw.startswith(memoryview(place.raw)[:at]):
+                if raw.find(b'"messages"', at) >= 0:  # a second `messages` member: parsed whole
+                    return None
+                self._places.move_to_end(_key(raw, at))
+                self.hits += 1
+                return Resent(place.messages, place.before, b'{"messages":[' + raw[at + 1 :])
+        return None
+
+    def remember(self, raw: bytes, body: JSONObject, messages: list[Message]) -> None:
+        """Remember where `raw`'s last two messages begin and end, if its layout is pinned down."""
+        if len(messages) < 2 or len(raw) > self._max:
+            return
+        before = dict(takewhile(lambda member: member[0] != "messages", body.items()))
+        head = orjson.dumps(before)[:-1] + b',"messages":[' if before else b'{"messages":['
+        after = {key: value for key, value in body.items() if key not in before and key != "messages"}
+        tail = b"]," + orjson.dumps(after)[1:] if after else b"]}"
+        last = b"," + orjson.dumps(messages[-1])
+        end = len(raw) - len(tail)
+        at = end - len(last)
+        if not (raw.startswith(head) and raw.endswith(tail) and raw.startswith(last, at)):
+            return
+        if at < _KEY_BYTES or not raw.startswith(_MESSAGE_START, at):
+            return
+        self._put(_Place(raw, at, messages[:-1], before))
+        self._put(_Place(raw, end, messages, before))
+
+    def _put(self, place: _Place) -> None:
+        key = _key(place.raw, place.at)
+        old = self._places.pop(key, None)
+        if old is not None:
+            self._bytes -= len(old.raw)
+        self._places[key] = place
+        self._bytes += len(place.raw)
+        while self._bytes > self._max:
+            _, oldest = self._places.popitem(last=False)
+            self._bytes -= len(oldest.raw)
+
+
+def _key(raw: bytes, at: int) -> tuple[int, int]:
+    return at, hash(raw[at - _KEY_BYTES : at])
