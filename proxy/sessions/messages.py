@@ -85,26 +85,36 @@ _COMMA, _CLOSE = b","[0], b"]"[0]
 
 @frozen
 class Digests:
-    """A request's content hashes and chain hashes, with cheap fingerprints of its prefixes."""
+    """A request's content hashes and chain hashes, with what recognises its messages resent."""
 
     hashes: list[str]
     chain: list[str]
-    prefixes: tuple[tuple[int, int, int], ...]
+    messages: list[Message]
+    """The request's messages, the objects themselves: the chat door hands a resent conversation
+    on as the same objects (`proxy/doors/resent.py`)."""
+    prefixes: tuple[tuple[int, int, int], ...] | None
     """(message count, byte length, `hash()`) of the serialized form without its closing
-    bracket, for all the messages and for all but the last."""
+    bracket, for all the messages and for all but the last; None when the messages were
+    recognised by identity (computed from `messages` if a next request needs them)."""
 
 
 def digest(messages: list[Message], previous: Digests | None = None) -> Digests:
     """Hash `messages`, reusing `previous` for the messages they resend.
 
     A full-history client re-sends what it sent last time plus a little (or all of it but
-    its last message, edited or asked again): when the serialized form of this request
-    starts with that of the last one's messages, byte for byte and ending on a message
-    boundary, those messages are not hashed again (one serializer call and a `hash()`
-    instead of a canonical hash per message). Anything else is hashed afresh.
+    its last message, edited or asked again). Its first messages may be the very objects of
+    the last request (resent byte for byte, so not parsed again), or they are recognised by
+    their serialized form: when it starts with that of the last request's messages, byte for
+    byte and ending on a message boundary, those messages are not hashed again (one
+    serializer call and a `hash()` instead of a canonical hash per message). Anything else
+    is hashed afresh.
     """
-    serialized = orjson.dumps(messages)
-    reuse = _resent(serialized, previous)
+    reuse = _same_objects(messages, previous)
+    prefixes = None
+    if reuse == 0:
+        serialized = orjson.dumps(messages)
+        reuse = _resent(serialized, previous)
+        prefixes = _prefixes(messages, serialized)
     if reuse == 0:
         hashes = [message_hash(m) for m in messages]
         chain = chain_hashes(hashes)
@@ -117,7 +127,17 @@ def digest(messages: list[Message], previous: Digests | None = None) -> Digests:
             hashes.append(message_hash(message))
             last = chain_step(last, hashes[-1])
             chain.append(last)
-    return Digests(hashes, chain, _prefixes(messages, serialized))
+    return Digests(hashes, chain, messages, prefixes)
+
+
+def _same_objects(messages: list[Message], previous: Digests | None) -> int:
+    """How many of the previous request's messages this one starts with, as the same objects."""
+    count = 0
+    for mine, theirs in zip(messages, previous.messages if previous else ()):
+        if mine is not theirs:
+            break
+        count += 1
+    return count
 
 
 def _prefixes(messages: list[Message], serialized: bytes) -> tuple[tuple[int, int, int], ...]:
@@ -131,7 +151,12 @@ def _prefixes(messages: list[Message], serialized: bytes) -> tuple[tuple[int, in
 
 def _resent(serialized: bytes, previous: Digests | None) -> int:
     """How many of the previous request's messages this one starts with (as `_prefixes` saw them)."""
-    for count, end, fingerprint in previous.prefixes if previous else ():
+    if previous is None:
+        return 0
+    prefixes = previous.prefixes
+    if prefixes is None:
+        prefixes = _prefixes(previous.messages, orjson.dumps(previous.messages))
+    for count, end, fingerprint in prefixes:
         if (
             count
             and len(serialized) > end

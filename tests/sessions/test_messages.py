@@ -57,8 +57,12 @@ def test_digest_reuses_the_shared_prefix_and_matches_a_fresh_digest() -> None:
     edited = [first[0], {"role": "user", "content": "A"}, *second[2:]]
     longer_last = [*first[:2], {"role": "assistant", "content": "bc"}]  # same bytes up to `b`, then more
     previous = digest(first)
-    for messages in (second, edited, longer_last, first[:1], first[:2], []):
-        assert digest(messages, previous) == digest(messages)
+    copied = [dict(m) for m in second]  # parsed again: equal messages, other objects
+    for messages in (second, edited, longer_last, first[:1], first[:2], [], copied):
+        reused, fresh = digest(messages, previous), digest(messages)
+        assert (reused.hashes, reused.chain) == (fresh.hashes, fresh.chain)
+        after = [*messages, {"role": "user", "content": "next"}]
+        assert digest(after, reused).chain == digest(after).chain
 
 
 def test_digest_hashes_only_what_follows_the_resent_messages(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,6 +76,16 @@ def test_digest_hashes_only_what_follows_the_resent_messages(monkeypatch: pytest
     hashed.clear()
     digest([first[0], {"role": "assistant", "content": "b, again"}], previous)  # the last one asked again
     assert hashed == [{"role": "assistant", "content": "b, again"}]
+    hashed.clear()
+    parsed_again = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"},
+    ]
+    after_identity = digest([*first, {"role": "user", "content": "c"}], previous)
+    hashed.clear()
+    digest(parsed_again, after_identity)  # recognised by its bytes, after a turn recognised by identity
+    assert hashed == []
 
 
 def test_tool_calls_are_the_same_whatever_the_formatting_of_their_arguments() -> None:
