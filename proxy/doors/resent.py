@@ -13,7 +13,9 @@ the openai SDK write them), so the place is the top-level `messages` array's and
 Bodies written otherwise (spaces, another key order in a message) are parsed whole, as always.
 A place is found by the position of a message's start, `,{"role":"`, and looked up by that
 position and the 64 bytes before it; the whole prefix is compared before it is used.
-Bounded by bytes (the bodies the places are in), least recently used first out.
+Once a place is used, its body's places are forgotten (the next body's take over), so a
+conversation holds the places of its latest body only. Bounded by bytes (the bodies the places
+are in, counted for each), least recently added first out.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class _Place:
     """`raw[at]` is the `,` or `]` after the prefix's last message."""
     messages: list[Message]
     before: JSONObject
+    pair: tuple[tuple[int, int], ...]
+    """The keys of both places remembered for `raw`: once one is used, the next body's take over."""
 
 
 class ResentBodies:
@@ -75,7 +79,7 @@ class ResentBodies:
             if place is not None and place.at == at and raw.startswith(memoryview(place.raw)[:at]):
                 if raw.find(b'"messages"', at) >= 0:  # a second `messages` member: parsed whole
                     return None
-                self._places.move_to_end(_key(raw, at))
+                self._forget(place)
                 self.hits += 1
                 return Resent(place.messages, place.before, b'{"messages":[' + raw[at + 1 :])
         return None
@@ -95,19 +99,28 @@ class ResentBodies:
             return
         if at < _KEY_BYTES or not raw.startswith(_MESSAGE_START, at):
             return
-        self._put(_Place(raw, at, messages[:-1], before))
-        self._put(_Place(raw, end, messages, before))
+        pair = (_key(raw, at), _key(raw, end))
+        self._put(pair[0], _Place(raw, at, messages[:-1], before, pair))
+        self._put(pair[1], _Place(raw, end, messages, before, pair))
 
-    def _put(self, place: _Place) -> None:
-        key = _key(place.raw, place.at)
-        old = self._places.pop(key, None)
-        if old is not None:
-            self._bytes -= len(old.raw)
+    def _put(self, key: tuple[int, int], place: _Place) -> None:
+        self._pop(key)
         self._places[key] = place
         self._bytes += len(place.raw)
         while self._bytes > self._max:
-            _, oldest = self._places.popitem(last=False)
-            self._bytes -= len(oldest.raw)
+            self._pop(next(iter(self._places)))
+
+    def _forget(self, place: _Place) -> None:
+        """A place was used: its body's places give way to the next body's (a conversation moved on)."""
+        for key in place.pair:
+            held = self._places.get(key)
+            if held is not None and held.raw is place.raw:
+                self._pop(key)
+
+    def _pop(self, key: tuple[int, int]) -> None:
+        old = self._places.pop(key, None)
+        if old is not None:
+            self._bytes -= len(old.raw)
 
 
 def _key(raw: bytes, at: int) -> tuple[int, int]:

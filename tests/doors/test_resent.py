@@ -103,8 +103,17 @@ def test_what_follows_the_resent_part_decides_as_in_a_whole_parse() -> None:
         b"]",
     ]
     for tail in tails:
+        _same(_sdk_body(base), bodies)  # a used place is forgotten: remembered again for each tail
         _same(prefix + tail, bodies)
     assert bodies.hits >= 5
+
+
+def test_a_conversation_holds_the_places_of_its_latest_body_only() -> None:
+    bodies = ResentBodies(1 << 20)
+    for turns in range(1, 30):
+        _same(_sdk_body([*_conversation(turns - 1), {"role": "user", "content": f"question {turns - 1}"}]), bodies)
+    assert bodies.hits == 28
+    assert len(bodies._places) == 2
 
 
 def test_the_bodies_remembered_stay_within_their_bound() -> None:
