@@ -11,8 +11,10 @@ A place is remembered only when the body's layout is pinned down byte for byte: 
 before and after `messages` and its last message are exactly their compact JSON (as orjson and
 the openai SDK write them), so the place is the top-level `messages` array's and nothing else.
 Bodies written otherwise (spaces, another key order in a message) are parsed whole, as always.
-A place is found by the position of a message's start, `,{"role":"`, and looked up by that
-position and the 64 bytes before it; the whole prefix is compared before it is used.
+A place is found by the position of a message's start, `,{"role":"`, and looked up by the
+tenant, that position and the 64 bytes before it; the whole prefix is compared before it is
+used. A tenant's bodies serve only that tenant (no caller learns, even by timing, what another
+sent).
 Once a place is used, its body's places are forgotten (the next body's take over), so a
 conversation holds the places of its latest body only. Bounded by bytes (the bodies the places
 are in, counted for each), least recently added first out.
@@ -37,6 +39,10 @@ BYTES_PER_MESSAGE = 1024
 """How many bytes of bodies a `server.cache_messages` message stands for (0 messages: off)."""
 
 
+_Key = tuple[str, int, int]
+"""The tenant, the place's position and the hash of the 64 bytes before it."""
+
+
 @frozen
 class Resent:
     """A body's first messages as an earlier body had them, and the JSON object of the rest."""
@@ -55,19 +61,19 @@ class _Place:
     """`raw[at]` is the `,` or `]` after the prefix's last message."""
     messages: list[Message]
     before: JSONObject
-    pair: tuple[tuple[int, int], ...]
+    pair: tuple[_Key, ...]
     """The keys of both places remembered for `raw`: once one is used, the next body's take over."""
 
 
 class ResentBodies:
     def __init__(self, max_bytes: int) -> None:
-        self._places: OrderedDict[tuple[int, int], _Place] = OrderedDict()
+        self._places: OrderedDict[_Key, _Place] = OrderedDict()
         self._bytes = 0
         self._max = max_bytes
         self.hits = 0
 
-    def find(self, raw: bytes) -> Resent | None:
-        """The remembered prefix `raw` starts with, if any."""
+    def find(self, raw: bytes, tenant: str) -> Resent | None:
+        """The prefix `raw` starts with that a body of the same tenant had, if any."""
         if not self._places:
             return None
         at = len(raw)
@@ -75,7 +81,7 @@ class ResentBodies:
             at = raw.rfind(_MESSAGE_START, 0, at)
             if at < _KEY_BYTES:
                 return None
-            place = self._places.get(_key(raw, at))
+            place = self._places.get(_key(tenant, raw, at))
             if place is not None and place.at == at and raw.startswith(memoryview(place.raw)[:at]):
                 if raw.find(b'"messages"', at) >= 0:  # a second `messages` member: parsed whole
                     return None
@@ -84,7 +90,7 @@ class ResentBodies:
                 return Resent(place.messages, place.before, b'{"messages":[' + raw[at + 1 :])
         return None
 
-    def remember(self, raw: bytes, body: JSONObject, messages: list[Message]) -> None:
+    def remember(self, raw: bytes, tenant: str, body: JSONObject, messages: list[Message]) -> None:
         """Remember where `raw`'s last two messages begin and end, if its layout is pinned down."""
         if len(messages) < 2 or len(raw) > self._max:
             return
@@ -99,11 +105,11 @@ class ResentBodies:
             return
         if at < _KEY_BYTES or not raw.startswith(_MESSAGE_START, at):
             return
-        pair = (_key(raw, at), _key(raw, end))
+        pair = (_key(tenant, raw, at), _key(tenant, raw, end))
         self._put(pair[0], _Place(raw, at, messages[:-1], before, pair))
         self._put(pair[1], _Place(raw, end, messages, before, pair))
 
-    def _put(self, key: tuple[int, int], place: _Place) -> None:
+    def _put(self, key: _Key, place: _Place) -> None:
         self._pop(key)
         self._places[key] = place
         self._bytes += len(place.raw)
@@ -117,11 +123,11 @@ class ResentBodies:
             if held is not None and held.raw is place.raw:
                 self._pop(key)
 
-    def _pop(self, key: tuple[int, int]) -> None:
+    def _pop(self, key: _Key) -> None:
         old = self._places.pop(key, None)
         if old is not None:
             self._bytes -= len(old.raw)
 
 
-def _key(raw: bytes, at: int) -> tuple[int, int]:
-    return at, hash(raw[at - _KEY_BYTES : at])
+def _key(tenant: str, raw: bytes, at: int) -> _Key:
+    return tenant, at, hash(raw[at - _KEY_BYTES : at])

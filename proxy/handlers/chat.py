@@ -23,7 +23,8 @@ from proxy.turn.forward import send_as_is
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     settings, turns = request.app[SETTINGS], request.app[TURNS]
-    chat = parse_chat_request(await read_body(request, settings.server.max_body_bytes), request.app[RESENT])
+    raw = await read_body(request, settings.server.max_body_bytes)
+    chat = parse_chat_request(raw, request.app[RESENT], request[PRINCIPAL].tenant)
     request[ROUTE_MODEL] = chat.model
     check_model(request, chat.model)
     spec = turns.deps.strategies.spec_for(chat.model, request.headers.get(STRATEGY_HEADER))

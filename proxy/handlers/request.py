@@ -52,10 +52,10 @@ def parse_json(raw: bytes) -> Any:
     return body
 
 
-def parse_chat_request(raw: bytes, bodies: ResentBodies | None = None) -> ChatRequest:
-    """The request in `raw`, checked; with `bodies`, a conversation resent from a body parsed
-    lately is not parsed and checked again (`proxy/doors/resent.py`)."""
-    body, checked = _parsed(raw, bodies)
+def parse_chat_request(raw: bytes, bodies: ResentBodies | None = None, tenant: str = "") -> ChatRequest:
+    """The request in `raw`, checked; with `bodies`, a conversation resent from a body the
+    tenant sent lately is not parsed and checked again (`proxy/doors/resent.py`)."""
+    body, checked = _parsed(raw, bodies, tenant)
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object", code="invalid_type")
     model = body.get("model")
@@ -84,16 +84,16 @@ def parse_chat_request(raw: bytes, bodies: ResentBodies | None = None) -> ChatRe
             raise BadRequest(f"'{key}' must be a positive integer", param=key, code="invalid_type")
     include_usage = bool(stream and options and options.get("include_usage") is True)
     if bodies is not None:
-        bodies.remember(raw, body, messages)
+        bodies.remember(raw, tenant, body, messages)
     return ChatRequest(body, raw, model, messages, bool(stream), include_usage)
 
 
-def _parsed(raw: bytes, bodies: ResentBodies | None) -> tuple[Any, int]:
+def _parsed(raw: bytes, bodies: ResentBodies | None, tenant: str) -> tuple[Any, int]:
     """The body, and how many of its first messages were checked already (in an earlier body).
 
     Anything unusual in the part after a resent prefix (not JSON, nested too deeply) is left to
     the whole body's parse, so its error is the one the body as a whole gets."""
-    resent = bodies.find(raw) if bodies is not None else None
+    resent = bodies.find(raw, tenant) if bodies is not None else None
     if resent is not None:
         try:
             rest = parse_json(resent.rest)

@@ -30,7 +30,9 @@ def _sdk_body(messages: list[dict[str, Any]], **fields: Any) -> bytes:
 
 
 def _conversation(turns: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "Answer in one short sentence, in the language of the question."}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "Answer in one short sentence, in the language of the question."}
+    ]
     for turn in range(turns):
         messages.append({"role": "user", "content": f"question {turn}"})
         messages.append({"role": "assistant", "content": f"answer {turn}"})
@@ -74,6 +76,17 @@ def test_an_agents_turn_with_parallel_tool_results_reuses_the_last_request() -> 
     messages.append({"role": "assistant", "content": None, "tool_calls": calls})
     messages.extend({"role": "tool", "tool_call_id": f"c{n}", "content": f"result {n}"} for n in range(5))
     _same(_sdk_body(messages), bodies)
+    assert bodies.hits == 1
+
+
+def test_a_tenants_bodies_serve_that_tenant_only() -> None:
+    bodies = ResentBodies(1 << 20)
+    first = _sdk_body([*_conversation(2), {"role": "user", "content": "q"}])
+    parse_chat_request(first, bodies, "team-a")
+    grown = _sdk_body([*_conversation(2), {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])
+    assert parse_chat_request(grown, bodies, "team-b").messages == parse_chat_request(grown).messages
+    assert bodies.hits == 0
+    parse_chat_request(grown, bodies, "team-a")
     assert bodies.hits == 1
 
 

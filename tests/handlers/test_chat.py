@@ -9,6 +9,7 @@ import aiohttp
 import openai
 import pytest
 
+from proxy.app_state import RESENT
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI
 
@@ -206,3 +207,23 @@ async def test_malformed_messages_are_400_never_500(proxy: Proxy, message: dict)
         async with http.post(proxy.url + "/v1/chat/completions", json=body, headers={"X-Session-Id": "fuzz"}) as r:
             assert r.status == 400, await r.text()
             assert (await r.json())["error"]["param"].startswith("messages[1]")
+
+
+async def test_a_full_history_client_resending_its_conversation_gets_it_parsed_from_where_it_was(
+    proxy: Proxy,
+) -> None:
+    """The openai SDK writes compact JSON: each turn's resent part is recognised in the bytes
+    (`proxy/doors/resent.py`), and what the model sees is what the client sent, turn after turn."""
+    client = proxy.client(default_headers={"X-Session-Id": "resent"})
+    bodies = proxy.app[RESENT]
+    messages: list[dict[str, str]] = [{"role": "system", "content": "Answer in one short sentence, please."}]
+    for turn in range(5):
+        messages.append({"role": "user", "content": f"question {turn}"})
+        completion = await client.chat.completions.create(model="gpt-4o-mini", messages=messages)  # type: ignore[arg-type]
+        assert proxy.fake.chats[-1]["messages"] == messages
+        messages.append({"role": "assistant", "content": completion.choices[0].message.content or ""})
+    assert bodies.hits == 4
+    messages[-1] = {"role": "user", "content": "not a question", "name": 7}  # type: ignore[dict-item]
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.chat.completions.create(model="gpt-4o-mini", messages=messages)  # type: ignore[arg-type]
+    assert caught.value.body["param"] == f"messages[{len(messages) - 1}].name"  # type: ignore[index]
