@@ -16,8 +16,8 @@ tenant, that position and the 64 bytes before it; the whole prefix is compared b
 used. A tenant's bodies serve only that tenant (no caller learns, even by timing, what another
 sent).
 Once a place is used, its body's places are forgotten (the next body's take over), so a
-conversation holds the places of its latest body only. Bounded by bytes (the bodies the places
-are in, counted for each), least recently added first out.
+conversation holds the places of its latest body only. Bounded by memory (a body's bytes and
+its parsed messages, about), oldest first out.
 """
 
 from __future__ import annotations
@@ -36,7 +36,10 @@ assistant message (an agent's turn adds it and its tool results), or (asked agai
 before the last message."""
 _KEY_BYTES = 64
 BYTES_PER_MESSAGE = 1024
-"""How many bytes of bodies a `server.cache_messages` message stands for (0 messages: off)."""
+"""How many bytes a `server.cache_messages` message stands for (0 messages: off)."""
+_PARSED_MESSAGE_BYTES = 768
+"""What a parsed message takes besides its bytes, about (a dict, its strings, two list slots:
+measured with tracemalloc on short chat messages)."""
 
 
 _Key = tuple[str, int, int]
@@ -63,10 +66,13 @@ class _Place:
     before: JSONObject
     pair: tuple[_Key, ...]
     """The keys of both places remembered for `raw`: once one is used, the next body's take over."""
+    cost: int
+    """Half the memory the body holds, about: its bytes and its parsed messages."""
 
 
 class ResentBodies:
     def __init__(self, max_bytes: int) -> None:
+        """`max_bytes`: of the bodies and their parsed messages, about."""
         self._places: OrderedDict[_Key, _Place] = OrderedDict()
         self._bytes = 0
         self._max = max_bytes
@@ -92,7 +98,8 @@ class ResentBodies:
 
     def remember(self, raw: bytes, tenant: str, body: JSONObject, messages: list[Message]) -> None:
         """Remember where `raw`'s last two messages begin and end, if its layout is pinned down."""
-        if len(messages) < 2 or len(raw) > self._max:
+        cost = (len(raw) + _PARSED_MESSAGE_BYTES * len(messages)) // 2
+        if len(messages) < 2 or 2 * cost > self._max:
             return
         before = dict(takewhile(lambda member: member[0] != "messages", body.items()))
         head = orjson.dumps(before)[:-1] + b',"messages":[' if before else b'{"messages":['
@@ -106,13 +113,13 @@ class ResentBodies:
         if at < _KEY_BYTES or not raw.startswith(_MESSAGE_START, at):
             return
         pair = (_key(tenant, raw, at), _key(tenant, raw, end))
-        self._put(pair[0], _Place(raw, at, messages[:-1], before, pair))
-        self._put(pair[1], _Place(raw, end, messages, before, pair))
+        self._put(pair[0], _Place(raw, at, messages[:-1], before, pair, cost))
+        self._put(pair[1], _Place(raw, end, messages, before, pair, cost))
 
     def _put(self, key: _Key, place: _Place) -> None:
         self._pop(key)
         self._places[key] = place
-        self._bytes += len(place.raw)
+        self._bytes += place.cost
         while self._bytes > self._max:
             self._pop(next(iter(self._places)))
 
@@ -126,7 +133,7 @@ class ResentBodies:
     def _pop(self, key: _Key) -> None:
         old = self._places.pop(key, None)
         if old is not None:
-            self._bytes -= len(old.raw)
+            self._bytes -= old.cost
 
 
 def _key(tenant: str, raw: bytes, at: int) -> _Key:

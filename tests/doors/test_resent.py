@@ -130,11 +130,14 @@ def test_a_conversation_holds_the_places_of_its_latest_body_only() -> None:
 
 
 def test_the_bodies_remembered_stay_within_their_bound() -> None:
-    bodies = ResentBodies(4000)
-    for turns in range(1, 40):
-        messages = [*_conversation(turns - 1), {"role": "user", "content": "x" * 20}]
+    bodies = ResentBodies(40_000)
+    for conversation in range(20):  # conversations of 12 messages, about 10 KB each
+        first = {"role": "system", "content": f"conversation {conversation}: answer in one short sentence."}
+        messages = [first, *_conversation(5)[1:], {"role": "user", "content": "and then?"}]
         _same(_sdk_body(messages), bodies)
-    assert 0 < bodies._bytes <= 4000
+        assert bodies._bytes <= 40_000
+    held = {place.raw for place in bodies._places.values()}
+    assert 2 <= len(held) < 20 and _sdk_body(messages) in held  # the latest, oldest first out
 
 
 messages_st = st.lists(
