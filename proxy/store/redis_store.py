@@ -148,9 +148,9 @@ class Store:
         self, keys: SessionKeys, offset: int, prefix_hashes: list[str], *, known: int = -1, known_version: str = ""
     ) -> LoadedSession:
         """Where a request attaches, by the longest prefix of its conversation the journal holds
-        (`prefix_hashes`: chain hashes, the first covering `offset + 1` messages), and the path
-        to it; only the turns after `known` if it is on that path."""
-        return await self._load(keys, ["prefix", known, known_version, offset, *prefix_hashes])
+        (`prefix_hashes`: chain hashes, 40 characters each, the first covering `offset + 1`
+        messages), and the path to it; only the turns after `known` if it is on that path."""
+        return await self._load(keys, ["prefix", known, known_version, offset, "".join(prefix_hashes)])
 
     async def load_overlap(
         self, keys: SessionKeys, message_hashes: list[str], *, known: int = -1, known_version: str = ""

@@ -3,8 +3,9 @@
 -- ARGV: 1 mode: 'prefix' or 'overlap',
 --       2 the caller's cached path head (-1: none), 3 the "epoch:window id" it was cached in,
 --       4 prefix mode: how many conversation messages come before the first hash,
---       5.. prefix mode: the chain hashes of the conversation's prefixes, shortest first;
---           overlap mode: the message hashes of the conversation, in order.
+--       5 prefix mode: the chain hashes of the conversation's prefixes, shortest first, each
+--           40 characters, in one string (only those looked at become strings here);
+--       5.. overlap mode: the message hashes of the conversation, in order.
 -- Returns {head, parent, matched, found, window_applies, window, usage, breaker, version, extends, seq1, turn1, ...}
 --   version: "<epoch>:<window id>", what a cached path is valid for.
 --   found: 0 nothing of the request is in the journal (a delta client or a new
@@ -65,9 +66,9 @@ local function overlap_ends_at(seq, k)
 end
 
 if ARGV[1] == 'prefix' then
-  local offset = tonumber(ARGV[4])
-  for i = #ARGV, FIRST, -1 do
-    local hit = redis.call('HGET', KEYS[4], ARGV[i])
+  local offset, prefixes = tonumber(ARGV[4]), ARGV[FIRST]
+  for i = #prefixes / 40, 1, -1 do
+    local hit = redis.call('HGET', KEYS[4], string.sub(prefixes, i * 40 - 39, i * 40))
     if hit then
       if found == 0 then
         found = 1
@@ -75,7 +76,7 @@ if ARGV[1] == 'prefix' then
       end
       if string.sub(hit, 1, 1) == 'e' then
         parent = tonumber(string.sub(hit, 2))
-        matched = offset + i - FIRST + 1
+        matched = offset + i
         break
       end
     end
