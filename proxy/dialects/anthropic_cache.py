@@ -54,15 +54,38 @@ def cap_breakpoints(body: JSONObject, summary: JSONObject | None) -> None:
     room = MAX_BREAKPOINTS - (1 if body.get("cache_control") is not None else 0)
     tools = [t for t in body.get("tools") or () if "cache_control" in t]
     system = body.get("system")
-    systems = [b for b in system if "cache_control" in b] if isinstance(system, list) else []
+    system_blocks: list[JSONObject] = system if isinstance(system, list) else []
+    systems = [b for b in system_blocks if "cache_control" in b]
     messages = list(_message_blocks(body.get("messages") or ()))
     if len(tools) + len(systems) + len(messages) <= room:
         return
     marked = [b for b in messages if b["cache_control"] is summary]
     others = [b for b in reversed(messages) if b["cache_control"] is not summary]
     ranked = [*others[:1], *marked, *reversed(systems), *reversed(tools), *others[1:]]
-    for block in ranked[max(room, 0) :]:
-        del block["cache_control"]
+    dropped = {id(block) for block in ranked[max(room, 0) :]}
+    if tools:
+        body["tools"] = _unmarked(body["tools"], dropped)
+    if systems:
+        body["system"] = _unmarked(system_blocks, dropped)
+    body["messages"] = [
+        {**turn, "content": _unmarked(turn["content"], dropped)} if isinstance(turn["content"], list) else turn
+        for turn in body["messages"]
+    ]
+
+
+def _unmarked(blocks: list[JSONObject], dropped: set[int]) -> list[JSONObject]:
+    """`blocks` with those in `dropped` (by identity) as copies without their breakpoint, a
+    tool_result's parts too: the blocks themselves may be the client's (its `anthropic` member)."""
+    kept: list[JSONObject] = []
+    for block in blocks:
+        copy = block
+        inner = block.get("content") if block.get("type") == "tool_result" else None
+        if isinstance(inner, list):
+            copy = {**block, "content": _unmarked(inner, dropped)}
+        if id(block) in dropped:
+            copy = {key: value for key, value in copy.items() if key != "cache_control"}
+        kept.append(copy)
+    return kept
 
 
 def _message_blocks(turns: Sequence[JSONObject]) -> Iterator[JSONObject]:

@@ -7,10 +7,11 @@ lately, the places in their bytes where a message ends and the next begins, each
 messages before it (already checked) and the body's members before `messages`. A body whose
 bytes start like a remembered body's, up to one of those places, is parsed from there on only.
 
-A place is remembered only when the body's layout is pinned down byte for byte: its members
-before and after `messages` and its last message are exactly their compact JSON (as orjson and
-the openai SDK write them), so the place is the top-level `messages` array's and nothing else.
-Bodies written otherwise (spaces, another key order in a message) are parsed whole, as always.
+A place is remembered only when the body's layout is pinned down byte for byte: the body is
+exactly its compact JSON (as orjson and the openai SDK write it: no member twice, no spaces), so
+the place is the top-level `messages` array's and nothing else. A body found by a place is used
+only if its rest is compact JSON too (`Resent.compact`). Bodies written otherwise (spaces,
+another key order in a message, an escaped key) are parsed whole, as always.
 A place is found by the position of a message's start, `,{"role":"`, and looked up by the
 tenant, that position and the 64 bytes before it; the whole prefix is compared before it is
 used. A tenant's bodies serve only that tenant (no caller learns, even by timing, what another
@@ -56,6 +57,12 @@ class Resent:
     rest: bytes
     """`{"messages":[` and the body's bytes after the prefix: its other messages and members."""
 
+    def compact(self, rest: JSONObject) -> bool:
+        """Whether `rest`, parsed from `self.rest`, is written compactly, as a remembered body is:
+        then no member comes twice (a second `messages`, however escaped, would stand for the
+        whole array) and the body joined of prefix and rest is pinned down byte for byte."""
+        return orjson.dumps(rest) == self.rest
+
 
 @frozen
 class _Place:
@@ -89,15 +96,16 @@ class ResentBodies:
                 return None
             place = self._places.get(_key(tenant, raw, at))
             if place is not None and place.at == at and raw.startswith(memoryview(place.raw)[:at]):
-                if raw.find(b'"messages"', at) >= 0:  # a second `messages` member: parsed whole
-                    return None
                 self._forget(place)
                 self.hits += 1
                 return Resent(place.messages, place.before, b'{"messages":[' + raw[at + 1 :])
         return None
 
-    def remember(self, raw: bytes, tenant: str, body: JSONObject, messages: list[Message]) -> None:
-        """Remember where `raw`'s last two messages begin and end, if its layout is pinned down."""
+    def remember(self, raw: bytes, tenant: str, body: JSONObject, messages: list[Message], *, resent: bool) -> None:
+        """Remember where `raw`'s last two messages begin and end, if its layout is pinned down.
+
+        `resent`: `body` is a found prefix's and a compact rest (`Resent.compact`), so its bytes
+        up to its last message are pinned down already; else they are checked whole."""
         cost = (len(raw) + _PARSED_MESSAGE_BYTES * len(messages)) // 2
         if len(messages) < 2 or 2 * cost > self._max:
             return
@@ -110,6 +118,8 @@ class ResentBodies:
         at = end - len(last)
         if not (raw.startswith(head) and raw.endswith(tail) and raw.startswith(last, at)):
             return
+        if not resent and orjson.dumps(body) != raw:  # spaces, a member twice, another message layout
+            return
         if at < _KEY_BYTES or not raw.startswith(_MESSAGE_START, at):
             return
         pair = (_key(tenant, raw, at), _key(tenant, raw, end))
@@ -117,14 +127,16 @@ class ResentBodies:
         self._put(pair[1], _Place(raw, end, messages, before, pair, cost))
 
     def _put(self, key: _Key, place: _Place) -> None:
-        self._pop(key)
+        held = self._places.get(key)
+        if held is not None:
+            self._forget(held)
         self._places[key] = place
         self._bytes += place.cost
         while self._bytes > self._max:
-            self._pop(next(iter(self._places)))
+            self._forget(next(iter(self._places.values())))
 
     def _forget(self, place: _Place) -> None:
-        """A place was used: its body's places give way to the next body's (a conversation moved on)."""
+        """Both places of `place`'s body: one was used (a conversation moved on) or is given up."""
         for key in place.pair:
             held = self._places.get(key)
             if held is not None and held.raw is place.raw:

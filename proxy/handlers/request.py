@@ -84,7 +84,7 @@ def parse_chat_request(raw: bytes, bodies: ResentBodies | None = None, tenant: s
             raise BadRequest(f"'{key}' must be a positive integer", param=key, code="invalid_type")
     include_usage = bool(stream and options and options.get("include_usage") is True)
     if bodies is not None:
-        bodies.remember(raw, tenant, body, messages)
+        bodies.remember(raw, tenant, body, messages, resent=checked > 0)
     return ChatRequest(body, raw, model, messages, bool(stream), include_usage)
 
 
@@ -99,7 +99,7 @@ def _parsed(raw: bytes, bodies: ResentBodies | None, tenant: str) -> tuple[Any, 
             rest = parse_json(resent.rest)
         except BadRequest:
             rest = None
-        if isinstance(rest, dict) and isinstance(rest.get("messages"), list):
+        if isinstance(rest, dict) and isinstance(rest.get("messages"), list) and resent.compact(rest):
             messages = [*resent.messages, *rest.pop("messages")]
             return {**resent.before, "messages": messages, **rest}, len(resent.messages)
     return parse_json(raw), 0

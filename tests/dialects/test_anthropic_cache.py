@@ -3,6 +3,7 @@ their blocks, the window's summary gets one, never more than four. Pure."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from proxy.dialects.anthropic import to_messages_body
@@ -98,3 +99,13 @@ def test_a_top_level_cache_control_takes_one_of_the_four() -> None:
     sent = body(history, anthropic={"cache_control": CACHE})
     assert len(breakpoints(sent)) == MAX_BREAKPOINTS - 1
     assert breakpoints(sent) == ["messages[4][0]", "messages[6][0]", "messages[8][0]"]
+
+
+def test_the_breakpoints_taken_off_are_taken_off_copies_not_the_clients_blocks() -> None:
+    system = [{"type": "text", "text": f"rule {n}", "cache_control": CACHE} for n in range(4)]
+    history = [marked("q0"), {"role": "assistant", "content": "a0"}, marked("q1")]
+    request = {"model": "claude-sonnet-4-5", "messages": history, "anthropic": {"system": system}}
+    kept = copy.deepcopy(request)
+    sent = to_messages_body(request, default_max_tokens=4096)
+    assert breakpoints(sent) == ["system[1]", "system[2]", "system[3]", "messages[2][0]"]
+    assert request == kept

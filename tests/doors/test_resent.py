@@ -108,6 +108,8 @@ def test_what_follows_the_resent_part_decides_as_in_a_whole_parse() -> None:
         b',{"role":"wizard","content":"a"}],"model":"gpt-4o-mini"}',
         b',{"role":"user","content":"q2"}],"model":"other","model":"gpt-4o"}',
         b',{"role":"user","content":"q2"}],"model":"m","messages":[{"role":"user","content":"x"}]}',
+        b',{"role":"user","content":"q2"}],"model":"m","messag\\u0065s":[{"role":"user","content":"x"}]}',
+        b',{"role":"user","content":"q2"}],"model":"m","temperature":1E0}',
         b',{"role":"user","content":"q2"}],"model":"m","stream":"yes"}',
         b',{"role":"user","content":"q2"}],"model":"m"',
         b',{"role":"user","content":"q2"}]}',
@@ -119,6 +121,18 @@ def test_what_follows_the_resent_part_decides_as_in_a_whole_parse() -> None:
         _same(_sdk_body(base), bodies)  # a used place is forgotten: remembered again for each tail
         _same(prefix + tail, bodies)
     assert bodies.hits >= 5
+
+
+def test_a_body_with_a_member_twice_is_not_remembered() -> None:
+    """Only its last `messages` array counts, and what lies between is not `before`."""
+    bodies = ResentBodies(1 << 20)
+    one = b'{"role":"user","content":"question 0"}'
+    first = orjson.dumps(_conversation(1))[1:-1]
+    for between in (b'"model":"m"', b'"temperature":0'):
+        remembered = b'{"messages":[' + one + b"]," + between + b',"messages":[' + first + b'],"model":"m"}'
+        _same(remembered, bodies)
+        _same(remembered[: -len(b'],"model":"m"}')] + b',{"role":"user","content":"question 1"}]}', bodies)
+    assert bodies.hits == 0
 
 
 def test_a_conversation_holds_the_places_of_its_latest_body_only() -> None:
@@ -136,8 +150,23 @@ def test_the_bodies_remembered_stay_within_their_bound() -> None:
         messages = [first, *_conversation(5)[1:], {"role": "user", "content": "and then?"}]
         _same(_sdk_body(messages), bodies)
         assert bodies._bytes <= 40_000
-    held = {place.raw for place in bodies._places.values()}
-    assert 2 <= len(held) < 20 and _sdk_body(messages) in held  # the latest, oldest first out
+    held = [place.raw for place in bodies._places.values()]
+    assert 2 <= len(set(held)) < 20 and _sdk_body(messages) in held  # the latest, oldest first out
+    assert all(held.count(raw) == 2 for raw in held)  # a body goes with both its places
+
+
+def test_a_body_given_up_goes_with_both_its_places() -> None:
+    small, large = (
+        _sdk_body([{"role": "system", "content": f"conversation {turns}"}, *_conversation(turns)[1:]])
+        for turns in (2, 4)
+    )
+    cost = {raw: len(raw) + 768 * len(orjson.loads(raw)["messages"]) for raw in (small, large)}
+    bodies = ResentBodies(cost[large] + cost[small] // 2)  # room for one place of the small body beside
+    _same(small, bodies)
+    _same(large, bodies)  # another conversation
+    assert bodies.hits == 0
+    assert [place.raw for place in bodies._places.values()] == [large, large]
+    assert bodies._bytes == cost[large] // 2 * 2
 
 
 messages_st = st.lists(
