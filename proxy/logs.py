@@ -90,13 +90,22 @@ class TextFormatter(logging.Formatter):
         record.message = record.message.replace("\n", "\\n").replace("\r", "\\r")
         return super().formatMessage(record)
 
+    def fields_line(self, created: float, level: str, name: str, message: Fields) -> str:
+        """What `format` makes of a record of `message` (its text holds no newline: `_text`)."""
+        second = int(created)
+        if second != self._second:
+            self._second, self._stamp = second, time.strftime(self.default_time_format, self.converter(second))
+        return f"{self._stamp},{int((created - second) * 1000):03d} {level} {name} {message}"
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, a structured line's fields, the traceback."""
 
     def format(self, record: logging.LogRecord) -> str:
+        if isinstance(record.msg, Fields) and not record.args and not record.exc_info:
+            return self.fields_line(record.created, record.levelname, record.name, record.msg)
         line: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "time": _iso_time(record.created),
             "level": record.levelname,
             "logger": record.name,
         }
@@ -108,6 +117,14 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["exc"] = "".join(traceback.format_exception(*record.exc_info))
         return orjson.dumps(line, default=str).decode()
+
+    def fields_line(self, created: float, level: str, name: str, message: Fields) -> str:
+        line = {"time": _iso_time(created), "level": level, "logger": name, "message": message.event}
+        return orjson.dumps({**line, **message.fields}, default=str).decode()
+
+
+def _iso_time(created: float) -> str:
+    return datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
 
 
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -139,8 +156,23 @@ class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
         except Exception:  # noqa: BLE001 (logging's own rule: logging a line never raises)
             self.handleError(record)
             return
+        self._written(record.levelno)
+
+    def info_line(self, name: str, message: Fields) -> None:
+        """What `emit` does with an INFO record of `message` from logger `name`, without the record."""
+        formatter = self.formatter
+        assert isinstance(formatter, (TextFormatter, JsonFormatter))
+        with self.lock:  # type: ignore[union-attr]
+            try:
+                self._batch.append(formatter.fields_line(time.time(), "INFO", name, message) + self.terminator)
+            except Exception:  # noqa: BLE001 (as in `emit`)
+                self.handleError(logging.makeLogRecord({"msg": message, "name": name}))
+                return
+            self._written(logging.INFO)
+
+    def _written(self, levelno: int) -> None:
         loop = asyncio._get_running_loop()
-        if loop is None or record.levelno >= logging.WARNING:  # a warning is not kept waiting
+        if loop is None or levelno >= logging.WARNING:  # a warning is not kept waiting
             self._write_batch()
         elif self._flushing is not loop:
             self._flushing = loop
@@ -180,6 +212,36 @@ def _atomic_chunks(lines: list[str]) -> Iterator[str]:
         size += length
     if chunk:
         yield "".join(chunk)
+
+
+def log_info(logger: logging.Logger, message: Fields) -> None:
+    """`logger.info(message)`; straight into the proxy's handler when it is the only one that
+    would see the line (as `configure` sets logging up): no record is made, filtered and
+    formatted, the same line results. Any other set-up (a handler or filter added on the way, a
+    test's capture) gets the record, as always."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    handler = _sole_handler(logger)
+    if handler is None:
+        logger.info(message)
+    else:
+        handler.info_line(logger.name, message)
+
+
+def _sole_handler(logger: logging.Logger) -> _Handler | None:
+    """The proxy's handler on the root logger, if an INFO record of `logger` would reach it alone."""
+    node: logging.Logger | None = logger
+    while node is not None and node is not logging.root:
+        if node.handlers or node.filters or not node.propagate:
+            return None
+        node = node.parent
+    handlers = logging.root.handlers
+    if node is None or logging.root.filters or len(handlers) != 1:
+        return None
+    handler = handlers[0]
+    if type(handler) is not _Handler or handler.filters or handler.level > logging.INFO:
+        return None
+    return handler if isinstance(handler.formatter, (TextFormatter, JsonFormatter)) else None
 
 
 def configure(level: str, fmt: str) -> None:

@@ -21,7 +21,7 @@ import pytest
 from proxy.config import settings_from_mapping
 from proxy.context.tokens import TokenCounter
 from proxy.errors import ConfigError
-from proxy.logs import JsonFormatter, TextFormatter, _Handler, brief, configure, redis_in_use
+from proxy.logs import Fields, JsonFormatter, TextFormatter, _Handler, brief, configure, log_info, redis_in_use
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI
 
@@ -228,3 +228,46 @@ async def test_a_warning_goes_at_once_and_a_long_turn_in_writes_a_pipe_keeps_who
     writes = written[1:]
     assert len(writes) > 1 and all(len(w.encode()) <= 4096 and w.endswith("\n") for w in writes)
     assert [line.split("context_proxy.test ", 1)[1] for w in writes for line in w.splitlines()] == lines
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+async def test_a_line_written_straight_is_the_line_a_record_makes(
+    written: list[str], fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure("info", fmt)
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [h for h in root.handlers if isinstance(h, _Handler)])  # as `serve` has it
+    log = logging.getLogger("context_proxy.access")
+    message = Fields("access", {"request_id": "req_1", "status": 200, "ms": 1.25, "model": None, "error": "a b\nc"})
+    with monkeypatch.context() as straight:
+        straight.setattr(log, "makeRecord", None)  # no record is made
+        log_info(log, message)
+    kept: list[logging.LogRecord] = []
+    catcher = logging.Handler()
+    catcher.emit = kept.append  # type: ignore[method-assign]
+    logging.getLogger("context_proxy").addHandler(catcher)  # another handler on the way: the record's way
+    try:
+        log_info(log, message)
+    finally:
+        logging.getLogger("context_proxy").removeHandler(catcher)
+    assert [r.msg for r in kept] == [message]
+    await asyncio.sleep(0)
+    first, second = "".join(written).splitlines()
+    if fmt == "json":
+        first_line, second_line = orjson.loads(first), orjson.loads(second)
+        assert first_line.pop("time")[:10] == second_line.pop("time")[:10]
+        assert first_line == second_line
+        assert first_line["error"] == "a b\nc" and first_line["model"] is None
+    else:
+        assert (
+            first[24:]
+            == second[24:]
+            == 'INFO context_proxy.access access request_id=req_1 status=200 ms=1.2 model=- error="a b\\nc"'
+        )
+    log.setLevel(logging.WARNING)
+    try:
+        log_info(log, message)
+    finally:
+        log.setLevel(logging.NOTSET)
+    await asyncio.sleep(0)
+    assert len("".join(written).splitlines()) == 2, "a logger not enabled for INFO writes nothing"

@@ -21,7 +21,7 @@ from aiohttp.typedefs import Handler
 from proxy import tracing
 from proxy.app_state import GATEWAY, METRICS, PRINCIPAL, REQUEST_ID, ROUTE_MODEL, TURN_FACTS
 from proxy.handlers.request_keys import PROXY_ERROR
-from proxy.logs import Fields, short_tenant
+from proxy.logs import Fields, log_info, short_tenant
 from proxy.turn.facts import TurnFacts
 
 access_log = logging.getLogger("context_proxy.access")
@@ -107,8 +107,7 @@ def _account(
     fields["error"] = error
     span.set("http.response.status_code", status)
     span.set("gen_ai.request.model", model or None)
-    if access_log.isEnabledFor(logging.INFO):
-        access_log.info(Fields("access", fields))
+    log_info(access_log, Fields("access", fields))
 
 
 def _count_savings(request: web.Request, model: str, facts: TurnFacts) -> None:
