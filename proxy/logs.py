@@ -30,8 +30,6 @@ import orjson
 from proxy import __version__
 from proxy.config import Settings
 
-_UNSAFE = frozenset(" \"'=\\")
-"""Characters that make a text value quoted (as do empty and unprintable ones)."""
 _BRIEF_CHARS = 160
 
 Value = str | int | float | bool | None
@@ -59,9 +57,15 @@ def _text(value: Value) -> str:
             return f"{value:.1f}"
         if isinstance(value, int):
             return str(value)
-    if value and value.isprintable() and _UNSAFE.isdisjoint(value):
+    if value and value.isprintable() and not _unsafe(value):
         return value
     return orjson.dumps(value).decode()
+
+
+def _unsafe(value: str) -> bool:
+    """Whether `value` holds a character that gets a text value quoted (empty and unprintable
+    values are quoted too): five scans in C, cheaper than a set test per character."""
+    return " " in value or '"' in value or "'" in value or "=" in value or "\\" in value
 
 
 def brief(exc: BaseException) -> str:

@@ -27,6 +27,9 @@ def tenant_of_index(key: str) -> str:
     return key[len(PREFIX) + 4 : -len("}:sessions")]
 
 
+_SESSION_KEYS = ("meta", "turns", "links", "chain", "events", "archive", "ends")
+
+
 @frozen
 class SessionKeys:
     tenant: str
@@ -88,7 +91,9 @@ class SessionKeys:
         return f"{LOCK_PREFIX}:{{{self.tenant}:{self.session}}}:compaction"
 
     def all(self) -> list[str]:
-        return [self.meta, self.turns, self.links, self.chain, self.events, self.archive, self.ends]
+        """meta, turns, links, chain, events, archive, ends: every script's keys, in this order."""
+        base = self._base
+        return [f"{base}:{name}" for name in _SESSION_KEYS]
 
 
 @frozen

@@ -40,8 +40,9 @@ class CachedPath:
 
 class PathCache:
     def __init__(self, max_messages: int) -> None:
-        self._entries: OrderedDict[SessionKeys, CachedPath] = OrderedDict()
-        self._sizes: dict[SessionKeys, int] = {}
+        self._entries: OrderedDict[str, CachedPath] = OrderedDict()
+        """By `SessionKeys.name` (a string hashes and compares in C; the keys' dataclass in Python)."""
+        self._sizes: dict[str, int] = {}
         self._total = 0
         self._max = max_messages
         self.hits = 0
@@ -49,37 +50,44 @@ class PathCache:
         """Lookups that found an entry (the store still confirms it is exact) and those that did not."""
 
     def get(self, key: SessionKeys) -> CachedPath | None:
-        entry = self._entries.get(key)
+        name = key.name
+        entry = self._entries.get(name)
         if entry is None:
             self.misses += 1
             return None
         self.hits += 1
-        self._entries.move_to_end(key)
+        self._entries.move_to_end(name)
         return entry
 
     def put(self, key: SessionKeys, entry: CachedPath) -> None:
-        self.discard(key)
+        self._put(key.name, entry)
+
+    def _put(self, name: str, entry: CachedPath) -> None:
+        self._forget(name)
         size = entry.size
         if size > self._max:
             return
-        self._entries[key] = entry
-        self._sizes[key] = size
+        self._entries[name] = entry
+        self._sizes[name] = size
         self._total += size
         while self._total > self._max:
-            oldest = next(iter(self._entries))
-            self.discard(oldest)
+            self._forget(next(iter(self._entries)))
 
     def extend(self, key: SessionKeys, parent: int, turn: Turn) -> None:
         """A completed turn journaled on `parent`: the entry whose head that is now ends at the turn."""
-        entry = self._entries.get(key)
+        name = key.name
+        entry = self._entries.get(name)
         if entry is None or entry.head != parent or not turn.completed:
             return
         history = extend_history(entry.history, [turn])
-        self.put(key, CachedPath(turn.seq, entry.version, entry.stored_window, entry.applies, history, entry.request))
+        self._put(name, CachedPath(turn.seq, entry.version, entry.stored_window, entry.applies, history, entry.request))
 
     def discard(self, key: SessionKeys) -> None:
-        if self._entries.pop(key, None) is not None:
-            self._total -= self._sizes.pop(key)
+        self._forget(key.name)
+
+    def _forget(self, name: str) -> None:
+        if self._entries.pop(name, None) is not None:
+            self._total -= self._sizes.pop(name)
 
     def __len__(self) -> int:
         return len(self._entries)

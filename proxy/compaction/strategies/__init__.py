@@ -70,6 +70,7 @@ class StrategyRegistry:
         self._validator = load_validator(context.validator)
         self._policies: dict[CompressionPrompt, dict[str, Strategy]] = {}
         self._built: dict[tuple[tuple[str, ...], CompressionPrompt], Strategy] = {}
+        self._by_model: dict[tuple[tuple[str, ...], str], Strategy] = {}
 
     @classmethod
     def from_settings(cls, context: ContextSettings) -> StrategyRegistry:
@@ -126,13 +127,18 @@ class StrategyRegistry:
 
     def build(self, spec: tuple[str, ...], model: str = "") -> Strategy:
         """The strategy for a spec and a model; built once per distinct spec and compression options
-        (strategies hold no state)."""
+        (strategies hold no state); remembered by spec and model, so a known pair costs one lookup."""
+        known = self._by_model.get((spec, model))
+        if known is not None:
+            return known
         prompt = self.prompt_for(model)
         built = self._built.get((spec, prompt))
         if built is None:
             built = self._build(spec, self.policies(prompt))
             if len(self._built) < _MAX_SPECS:
                 self._built[(spec, prompt)] = built
+        if len(self._by_model) < _MAX_SPECS:
+            self._by_model[(spec, model)] = built
         return built
 
     def _build(self, spec: tuple[str, ...], policies: dict[str, Strategy]) -> Strategy:

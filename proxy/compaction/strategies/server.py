@@ -54,6 +54,10 @@ def _parts(strategy: Strategy) -> tuple[Strategy, ...]:
 
 def server_params(strategy: Strategy) -> Mapping[str, Any] | None:
     """The params to merge into the upstream body when `strategy` is server-managed, else None."""
+    if isinstance(strategy, Server):
+        return strategy.params
+    if not isinstance(strategy, (Chain, Background)):  # a plain strategy (most requests'): no walk
+        return None
     for part in _parts(strategy):
         if isinstance(part, Server):
             return part.params
