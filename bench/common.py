@@ -22,9 +22,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def wait_up(url: str) -> None:
+async def wait_up(url: str, seconds: float = 10.0) -> None:
     async with aiohttp.ClientSession() as http:
-        for _ in range(200):
+        for _ in range(int(seconds / 0.05)):
             try:
                 async with http.get(url) as r:
                     if r.status < 500:

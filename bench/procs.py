@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -40,8 +40,13 @@ def cpu_ns(pid: int) -> int:
 
 
 class Processes:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(
+        self, workdir: Path, *, under: Mapping[str, Sequence[str]] | None = None, wait_s: float = 10.0
+    ) -> None:
         self.workdir = workdir
+        self.under = under or {}
+        """A command to run some children under, by name (`bench/instructions.py`: valgrind)."""
+        self.wait_s = wait_s
         self.up_port, self.relay_port, self.floor_port, self.proxy_port = (free_port() for _ in range(4))
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.redis_pid = 0
@@ -61,12 +66,12 @@ class Processes:
         self._spawn("upstream", "bench.upstream", "--port", str(self.up_port))
         self._spawn("relay", "bench.relay", "--port", str(self.relay_port), "--upstream", self.upstream)
         self._spawn("proxy", "proxy", "serve", "--config", str(config))
-        await wait_up(f"{self.upstream}/v1/models")
-        await wait_up(f"http://127.0.0.1:{self.proxy_port}/healthz")
+        await wait_up(f"{self.upstream}/v1/models", self.wait_s)
+        await wait_up(f"http://127.0.0.1:{self.proxy_port}/healthz", self.wait_s)
         self.redis_pid = int((self.data_dir / "redis.pid").read_text().strip())
         sock = str(self.data_dir / "redis.sock")
         self._spawn("floor", "bench.floor", "--port", str(self.floor_port), "--upstream", self.upstream, "--sock", sock)
-        await wait_up(f"http://127.0.0.1:{self.floor_port}/v1/models")
+        await wait_up(f"http://127.0.0.1:{self.floor_port}/v1/models", self.wait_s)
 
     @property
     def data_dir(self) -> Path:
@@ -74,9 +79,8 @@ class Processes:
 
     def _spawn(self, name: str, module: str, *args: str) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.children[name] = subprocess.Popen(
-            [sys.executable, "-m", module, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        command = [*self.under.get(name, ()), sys.executable, "-m", module, *args]
+        self.children[name] = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def pid(self, name: str) -> int:
         return self.redis_pid if name == "redis" else self.children[name].pid
@@ -93,10 +97,13 @@ class Processes:
 
 
 @asynccontextmanager
-async def running(prefix: str) -> AsyncIterator[tuple[Processes, str]]:
-    """The benchmark's processes in a fresh directory, and the URL of the proxy's embedded server."""
+async def running(
+    prefix: str, *, under: Callable[[Path], Mapping[str, Sequence[str]]] | None = None, wait_s: float = 10.0
+) -> AsyncIterator[tuple[Processes, str]]:
+    """The benchmark's processes in a fresh directory, and the URL of the proxy's embedded server;
+    `under(directory)`: the commands some of them run under."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        procs = Processes(Path(tmp))
+        procs = Processes(Path(tmp), under=under(Path(tmp)) if under else None, wait_s=wait_s)
         try:
             await procs.start()
             url = running_server_url(procs.data_dir)
