@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import subprocess
 from functools import partial
@@ -47,17 +48,39 @@ def _under(workdir: Path) -> dict[str, list[str]]:
     }
 
 
-def _control(procs: Processes, name: str, *args: str) -> None:
-    subprocess.run(["callgrind_control", *args, str(procs.children[name].pid)], check=True, capture_output=True)
+_CONTROL_TIMEOUT_S = 60.0
 
 
-def _dumped(workdir: Path, name: str) -> int:
-    """The instructions in the latest dump of `name` (callgrind numbers its dumps .1, .2, ...)."""
-    dumps = sorted(workdir.glob(f"callgrind.{name}.*"), key=lambda p: int(p.suffix[1:]))
-    for line in dumps[-1].read_text().splitlines():
-        if line.startswith("totals:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no totals in {dumps[-1]}")
+class Counters:
+    """The callgrind counters of the measured processes, each command checked by its effect:
+    `callgrind_control` exits 0 whether or not it reached the process."""
+
+    def __init__(self, procs: Processes) -> None:
+        self.procs = procs
+        self.dumps = dict.fromkeys(MEASURED, 0)
+
+    async def instrument(self, name: str, on: bool) -> None:
+        await self._control(name, f"--instr={'on' if on else 'off'}")
+
+    async def take(self, name: str) -> int:
+        """Dump `name`'s counters (which zeroes them): the instructions since its last dump."""
+        await self._control(name, "--dump")
+        self.dumps[name] += 1
+        path = self.procs.workdir / f"callgrind.{name}.{self.dumps[name]}"
+        if not path.exists():
+            raise RuntimeError(f"callgrind wrote no dump {path.name}")
+        for line in path.read_text().splitlines():
+            if line.startswith("totals:"):
+                return int(line.split()[1])
+        raise RuntimeError(f"no totals in {path}")
+
+    async def _control(self, name: str, *args: str) -> None:
+        command = ["callgrind_control", *args, str(self.procs.children[name].pid)]
+        done = await asyncio.to_thread(
+            subprocess.run, command, capture_output=True, text=True, timeout=_CONTROL_TIMEOUT_S
+        )
+        if "Error" in done.stdout or "No active" in done.stdout or done.returncode:
+            raise RuntimeError(f"{' '.join(command)}: {done.stdout.strip() or done.stderr.strip()}")
 
 
 async def measure(count: int, concurrency: int, pool_size: int) -> dict[str, float]:
@@ -66,24 +89,30 @@ async def measure(count: int, concurrency: int, pool_size: int) -> dict[str, flo
     async with running("instructions", under=_under, wait_s=120.0) as (procs, redis_url):
         store = await Store.connect(redis_url)
         bench = Bench(procs, store, redis_url, quick=True, pool_size=pool_size)
-        for name in MEASURED:
-            _control(procs, name, "--instr=on")
+        counters = Counters(procs)
         try:
+            for name in MEASURED:
+                await counters.instrument(name, on=True)
             for target in TARGETS:
                 served_by = "relay" if "relay" in target else "proxy"
-                pool = await bench.fresh_pool(50, pool_size)
+                pool = await bench.fresh_pool(50, pool_size) if "50" in target else []
                 url, factory, stream = bench.targets(pool)[target]
                 primer = partial(_shifted, factory, PRIMER_OFFSET)  # other messages than the measured ones
-                await run_each(url, primer, pool_size + 100, concurrency=concurrency, stream=stream)
-                _control(procs, served_by, "--zero")
+                # Each session's first turn is a cold load, slow under callgrind: 4 at a time, so that no
+                # store call outlives its timeout behind 31 others.
+                primed = await run_each(url, primer, pool_size + 100, concurrency=min(concurrency, 4), stream=stream)
+                await counters.take(served_by)  # the primer's instructions, set aside
                 result = await run_each(url, factory, count, concurrency=concurrency, stream=stream)
-                _control(procs, served_by, "--dump")
-                if result.errors:
-                    raise RuntimeError(f"{target}: {result.errors} errors")
-                per_request[target] = _dumped(procs.workdir, served_by) / count / 1e6
+                instructions = await counters.take(served_by)
+                if primed.errors or result.errors:
+                    raise RuntimeError(f"{target}: {primed.errors + result.errors} errors")
+                per_request[target] = instructions / count / 1e6
                 print(f"  {target:22s} {per_request[target]:6.3f} M instructions/request", flush=True)
         finally:
             await store.close()
+            for name in MEASURED:  # an uninstrumented process stops at its usual speed
+                with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+                    await counters.instrument(name, on=False)
     return per_request
 
 

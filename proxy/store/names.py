@@ -91,7 +91,7 @@ class SessionKeys:
         return f"{LOCK_PREFIX}:{{{self.tenant}:{self.session}}}:compaction"
 
     def all(self) -> list[str]:
-        """meta, turns, links, chain, events, archive, ends: every script's keys, in this order."""
+        """The seven session keys, in the order `append_turn.lua` and `save_window.lua` take them."""
         base = self._base
         return [f"{base}:{name}" for name in _SESSION_KEYS]
 

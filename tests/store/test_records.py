@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import random
 import zlib
 
 import orjson
@@ -88,13 +89,12 @@ async def test_a_session_whose_links_are_of_the_hex_form_continues_and_is_found(
 
 
 def test_each_text_is_deflated_through_the_smallest_window_that_holds_it_with_the_same_bytes_out() -> None:
-    dictionary = (
-        b'{"role":"tool","tool_call_id":"call_","content":"the result of the call"}' + os.urandom(900).hex().encode()
-    )
+    chance = random.Random(25)
+    dictionary = b'{"role":"tool","tool_call_id":"call_","content":"the result of the call"}' + chance.randbytes(900)
     packing = records.Deflate(dictionary, level=1, window_bits=15, mem_level=4)
     whole = zlib.compressobj(1, zlib.DEFLATED, -15, 4, zlib.Z_DEFAULT_STRATEGY, dictionary)
     for size in (40, 2_000, 2_500, 3_000, 3_900, 7_000, 15_000, 31_000, 60_000):
-        text = base64.b85encode(os.urandom(size))[:size] + dictionary[:80]  # its end matches the dictionary's start
+        text = base64.b85encode(chance.randbytes(size))[:size] + dictionary[:80]  # ends as the dictionary starts
         reference = whole.copy()
         assert packing.pack(text) == b"\x01" + reference.compress(text) + reference.flush()
         assert packing.unpack(packing.pack(text)) == text
