@@ -76,10 +76,10 @@ class Deflate:
     def __init__(self, dictionary: bytes, *, level: int, window_bits: int, mem_level: int) -> None:
         self._dictionary = dictionary
         self._packers = [
-            ((1 << bits) - _LOOKAHEAD, _compressor(dictionary, level, bits, mem_level))
+            ((1 << bits) - _LOOKAHEAD - len(dictionary), _compressor(dictionary, level, bits, mem_level))
             for bits in range(min(_SMALL_WINDOW_BITS, window_bits), window_bits + 1)
         ]
-        """(how much dictionary and text the window reaches over, its compressor), smallest first."""
+        """(the longest text whose matches all stay in the window's reach, its compressor), smallest first."""
 
     def pack(self, text: bytes) -> bytes:
         packer = self._packer_for(len(text)).copy()
@@ -87,9 +87,8 @@ class Deflate:
         return packed if len(packed) < len(text) else text
 
     def _packer_for(self, size: int) -> Any:
-        needed = len(self._dictionary) + size
-        for reach, packer in self._packers:
-            if needed <= reach:
+        for room, packer in self._packers:
+            if size <= room:
                 return packer
         return self._packers[-1][1]
 
