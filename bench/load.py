@@ -54,9 +54,12 @@ async def run_load(
     stream: bool = False,
     meter: CpuMeter | None = None,
 ) -> Result:
-    """Requests that complete after the warm-up are measured; so is CPU, from then to the end."""
+    """Requests that complete within the window (after the warm-up, for `duration`) are measured,
+    and CPU over the same window: the ones still in flight at its end finish unmeasured (counting
+    them would favour a slow target, whose window holds fewer requests)."""
     result = Result()
     cpu_from: dict[str, int] = {}
+    cpu_to: dict[str, int] = {}
     counter = 0
     connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
     async with aiohttp.ClientSession(connector=connector) as http:
@@ -66,19 +69,19 @@ async def run_load(
         stop = measure_from + duration
         if meter is not None:
             loop.call_at(measure_from, lambda: cpu_from.update(meter()))
+            loop.call_at(stop, lambda: cpu_to.update(meter()))
 
         async def worker() -> None:
             nonlocal counter
             while loop.time() < stop:
                 counter += 1
                 timing = await _post(http, url, *make_request(counter))
-                if loop.time() >= measure_from:
+                if measure_from <= loop.time() < stop:
                     result.add(timing, stream=stream)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         result.seconds = duration
-        if meter is not None and cpu_from and result.latencies:
-            cpu_to = meter()
+        if cpu_from and cpu_to and result.latencies:
             result.cpu_ms = _per_request(cpu_from, cpu_to, len(result.latencies) + result.errors)
     return result
 
