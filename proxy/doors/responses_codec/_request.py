@@ -42,6 +42,8 @@ _SUMMARIES = ("auto", "concise", "detailed")
 _SERVICE_TIERS = ("auto", "default", "flex", "scale", "priority", "fast", "ultrafast")
 _PASSED = ("user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier")
 """Request fields the chat core takes under the same name."""
+_PASSED_CHOICES = {"prompt_cache_retention": ("in_memory", "24h"), "service_tier": _SERVICE_TIERS}
+"""The values those of `_PASSED` that are enumerations may take."""
 
 
 @frozen
@@ -204,7 +206,7 @@ def passed_fields(body: JSONObject) -> JSONObject:
     """The fields the chat core takes under the same name (`_PASSED`), checked."""
     passed: JSONObject = {}
     for key in _PASSED:
-        allowed = {"prompt_cache_retention": ("in_memory", "24h"), "service_tier": _SERVICE_TIERS}.get(key)
+        allowed = _PASSED_CHOICES.get(key)
         if (value := choice(body, key, "", allowed) if allowed else string(body, key, "")) is not None:
             passed[key] = value
     return passed
