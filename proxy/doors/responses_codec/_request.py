@@ -43,7 +43,7 @@ _SERVICE_TIERS = ("auto", "default", "flex", "scale", "priority", "fast", "ultra
 _PASSED = ("user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier")
 """Request fields the chat core takes under the same name."""
 _PASSED_CHOICES = {"prompt_cache_retention": ("in_memory", "24h"), "service_tier": _SERVICE_TIERS}
-"""The values those of `_PASSED` that are enumerations may take."""
+"""The values allowed for the fields of `_PASSED` that are enumerations."""
 
 
 @frozen
