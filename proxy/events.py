@@ -243,6 +243,9 @@ _log = logging.getLogger("context_proxy.events")
 def log_event(event: Event) -> None:
     """The log's view of an event: one line, at WARNING when something went wrong."""
     match event:
+        case UpstreamAnswered():  # every upstream call's: first, so that a call that went well is matched once
+            if event.status >= 500:
+                _log.warning("upstream answered %d request=%s", event.status, event.request_id)
         case CompactionLanded():
             _log.info(
                 "compaction %s landed session=%s window=%s->%s evicted=%d request=%s",
@@ -262,8 +265,6 @@ def log_event(event: Event) -> None:
             _log.debug("compaction %s skipped session=%s: %s", event.strategy, event.session, event.reason)
         case BreakerOpened():
             _log.warning("compaction breaker opened session=%s request=%s", event.session, event.request_id)
-        case UpstreamAnswered() if event.status >= 500:
-            _log.warning("upstream answered %d request=%s", event.status, event.request_id)
         case FallbackUsed():
             _log.warning(
                 "model %s failed (%s); falling back to %s (request=%s)",

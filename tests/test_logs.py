@@ -21,6 +21,7 @@ import pytest
 from proxy.config import settings_from_mapping
 from proxy.context.tokens import TokenCounter
 from proxy.errors import ConfigError
+from proxy.events import UpstreamAnswered, log_event
 from proxy.logs import Fields, JsonFormatter, TextFormatter, _Handler, brief, configure, log_info, redis_in_use
 from tests.conftest import Proxy, ProxyFactory, make_settings
 from tests.fake_upstream import FakeOpenAI
@@ -91,6 +92,20 @@ async def test_upstream_timeouts_warn_with_the_request_id(
     request_id = raised.value.response.headers["X-Request-Id"]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert f"upstream_timeout request={request_id} path=/v1/chat/completions" in warnings
+
+
+def test_an_upstream_server_error_warns_and_an_answer_does_not(caplog: pytest.LogCaptureFixture) -> None:
+    log_event(UpstreamAnswered("/v1/chat/completions", 200, 0.1, "req_ok"))
+    log_event(UpstreamAnswered("/v1/chat/completions", 502, 0.1, "req_bad"))
+    (warning,) = [r for r in caplog.records if r.name == "context_proxy.events"]
+    assert warning.levelno == logging.WARNING and warning.getMessage() == "upstream answered 502 request=req_bad"
+
+
+def test_a_text_line_quotes_exactly_the_values_that_need_it() -> None:
+    plain = Fields("access", {"a": "x-1", "b": None, "c": 1.26, "d": 3, "e": True})
+    assert str(plain) == "access a=x-1 b=- c=1.3 d=3 e=True"
+    mixed = {"a": "x", "b": "two words", "c": "", "d": 'q"', "e": "k=v", "f": "\x1b", "g": "é", "h": 2.0}
+    assert str(Fields("access", mixed)) == 'access a=x b="two words" c="" d="q\\"" e="k=v" f="\\u001b" g=é h=2.0'
 
 
 def test_a_long_foreign_error_is_one_short_line(caplog: pytest.LogCaptureFixture) -> None:

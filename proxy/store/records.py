@@ -109,7 +109,11 @@ turns: 1.427x their text against 1.421x)."""
 
 def encode(record: JSONObject) -> bytes:
     """The stored form of a turn's record (its hashes live in the turn's link)."""
-    compact = {k: v for k, v in record.items() if k != "hashes" and not (k in _DEFAULTS and v == _DEFAULTS[k])}
+    compact = dict(record)
+    compact.pop("hashes", None)
+    for key, default in _DEFAULTS.items():
+        if key in compact and compact[key] == default:
+            del compact[key]
     for stamp in ("created", "finished"):
         if isinstance(compact.get(stamp), float):
             compact[stamp] = round(compact[stamp], 3)
