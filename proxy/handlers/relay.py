@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import orjson
 from aiohttp import web
+from multidict import CIMultiDict
 
 from proxy.doors.base import Door, StreamWriter
 from proxy.errors import ProxyError, UpstreamUnavailable
@@ -70,8 +71,9 @@ def note_error(request: web.Request, exc: ProxyError) -> None:
     request[PROXY_ERROR] = exc.code or exc.type
 
 
-def _headers(answer: Answer, extra: Mapping[str, str]) -> dict[str, str]:
-    headers = {k: v for k, v in answer.relay_headers().items() if k.lower() != "content-encoding"}
+def _headers(answer: Answer, extra: Mapping[str, str]) -> CIMultiDict[str]:
+    headers = answer.relay_headers()
+    headers.popall("Content-Encoding", None)
     headers.update(extra)
     return headers
 

@@ -37,6 +37,16 @@ def _not_forwarded(session_header: str) -> frozenset[str]:
     return HOP_BY_HOP | _PROXY_HEADERS | {session_header.lower(), "authorization", "x-api-key"}
 
 
+def _without(headers: Mapping[str, str], names: frozenset[str]) -> CIMultiDict[str]:
+    """A copy of `headers` (in their order, repeats kept) less `names` (lower-case): the names
+    dropped one by one, not every header's name lowered and compared (a third of the time for
+    the score of headers an SDK sends or an API answers with)."""
+    kept = CIMultiDict(headers)
+    for name in names:
+        kept.popall(name, None)
+    return kept
+
+
 class _Mapped:
     """Timeouts and network errors of one exchange with `url` as the proxy's own (a class, not
     a generator: every upstream call passes through it twice)."""
@@ -68,7 +78,7 @@ class UpstreamResponse:
         """From sending the request to the answer's headers."""
 
     def relay_headers(self) -> CIMultiDict[str]:
-        return CIMultiDict((k, v) for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP)
+        return _without(self.headers, HOP_BY_HOP)
 
     @property
     def content_length(self) -> int | None:
@@ -121,8 +131,7 @@ class UpstreamClient:
         (the client's own, outside gateway mode) or else this upstream's key: the client's
         header itself (`Authorization`, or Anthropic's `x-api-key`) never goes through, so a
         gateway key cannot reach the upstream."""
-        skip = _not_forwarded(session_header)
-        headers = CIMultiDict((k, v) for k, v in client_headers.items() if k.lower() not in skip)
+        headers = _without(client_headers, _not_forwarded(session_header))
         self._authorize(headers, authorization)
         return headers
 
