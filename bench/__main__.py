@@ -1,6 +1,7 @@
 """`python -m bench [--quick]`: the proxy against the upstream directly, in one run.
 
-Targets, run interleaved round after round so machine noise hits all alike:
+Targets (one client: every row at once, taking turns in slices of 0.1 s so that machine noise
+hits all alike, `bench.load.run_interleaved`; 32 clients: row after row; both round after round):
   (a) direct to the upstream          (b) a bare aiohttp relay
   (g) the floor relay: parse, one script before and one after (bench/floor.py)
   (c) proxy, X-Context-Strategy: off  (d) proxy, delta client, 50-turn sessions
@@ -33,7 +34,7 @@ import aiohttp
 import psutil
 
 from bench.common import AGENT_TOOLS, HEADERS, chat_body, messages_body, responses_body
-from bench.load import Result, run_each, run_load
+from bench.load import RequestFactory, Result, Target, run_each, run_interleaved, run_load
 from bench.memory import short_turns_memory
 from bench.procs import Processes, cpu_ns, running
 from bench.report import Growth, growth_table, table, targets
@@ -47,6 +48,15 @@ PRIMED = ("d proxy delta 50", "e proxy full 50", "f-d stream proxy", *OWN_POOL)
 """Rows of warm turns: each serves every session of its pool once before its warm-up, so what
 it measures is an ongoing conversation's turn, whatever the run's length (the cold loads are (j))."""
 COLD = "j proxy delta 50 cold"
+MANY = 32
+"""The concurrency of the rows that do not interleave: each row runs alone, one after the other."""
+SLICE_S = 0.1
+"""One client's rows take turns in slices this long (`bench.load.run_interleaved`)."""
+ONE_CLIENT_POOL = 64
+"""Sessions per pool for one client: its six rows of warm turns on pools of their own interleave,
+and all of them must stay in the proxy's path cache (`CACHE_MESSAGES`) through a round: 6 pools
+of 64 sessions of 50 turns is 38,400 messages, and a full run's 3 s a row at about 500 req/s
+adds 18,000."""
 PRIMER_OFFSET = 10**6
 """The primers' request numbers start here (a multiple of any pool size up to a million, so
 request i of either reaches the same session)."""
@@ -78,7 +88,7 @@ class Bench:
         await populate(self.store, self.redis_url, names, depth)
         return names
 
-    def targets(self, pool: list[str]) -> dict[str, tuple[str, Callable[[int], tuple[bytes, dict[str, str]]], bool]]:
+    def targets(self, pool: list[str]) -> dict[str, Target]:
         p = self.procs
         one = chat_body([user_message(0)])
         full = history(50)
@@ -143,25 +153,51 @@ class Bench:
     async def rounds(self, count: int) -> dict[tuple[str, int], list[Result]]:
         results: dict[tuple[str, int], list[Result]] = {}
         for round_no in range(count):
-            for concurrency in (1, 32):
-                pool = await self.fresh_pool(50, self.pool_size)
-                for name, (url, factory, stream) in self.targets(pool).items():
-                    if name in OWN_POOL:  # the same sessions as (d) had, not the ones (d) and (e) grew
-                        url, factory, stream = self.targets(await self.fresh_pool(50, self.pool_size))[name]
-                    if name in PRIMED:  # other messages than the measured requests'
-                        primer = partial(_shifted, factory, PRIMER_OFFSET)
-                        await run_each(url, primer, self.pool_size, concurrency=concurrency, stream=stream)
-                    result = await self.with_misses(run_load(
-                        url, factory, concurrency=concurrency, duration=self.duration, warmup=self.warmup,
-                        stream=stream, meter=self.procs.cpu,
-                    ))  # fmt: skip
-                    self.note(results, name, concurrency, round_no, result)
-                url, factory, _ = self.targets(await self.fresh_pool(50, self.pool_size))["d proxy delta 50"]
-                cold = await self.with_misses(
-                    run_each(url, factory, self.pool_size, concurrency=concurrency, meter=self.procs.cpu)
-                )
-                self.note(results, COLD, concurrency, round_no, cold)
+            one_client = await run_interleaved(
+                await self.one_client_rows(), duration=self.duration, slice_s=SLICE_S, meter=self.procs.cpu,
+                cache_counts=self.cache_counts,
+            )  # fmt: skip
+            for name, result in one_client.items():
+                self.note(results, name, 1, round_no, result)
+            await self.cold(results, 1, round_no)
+            pool = await self.fresh_pool(50, self.pool_size)
+            for name, (url, factory, stream) in self.targets(pool).items():
+                if name in OWN_POOL:  # the same sessions as (d) had, not the ones (d) and (e) grew
+                    url, factory, stream = self.targets(await self.fresh_pool(50, self.pool_size))[name]
+                if name in PRIMED:  # other messages than the measured requests'
+                    await self.prime(url, factory, stream, self.pool_size, MANY)
+                result = await self.with_misses(run_load(
+                    url, factory, concurrency=MANY, duration=self.duration, warmup=self.warmup,
+                    stream=stream, meter=self.procs.cpu,
+                ))  # fmt: skip
+                self.note(results, name, MANY, round_no, result)
+            await self.cold(results, MANY, round_no)
         return results
+
+    async def one_client_rows(self) -> dict[str, Target]:
+        """Every target for one client; each row of warm turns on a fresh pool of its own (the slices
+        interleave the rows, so no two may write one session), served once before it is measured."""
+        size = min(self.pool_size, ONE_CLIENT_POOL)
+        rows = self.targets(await self.fresh_pool(50, size))
+        for name in PRIMED:
+            if name != "d proxy delta 50":  # (d) keeps the first pool; (g) uses its names, not its keys
+                rows[name] = self.targets(await self.fresh_pool(50, size))[name]
+            await self.prime(*rows[name], size, 1)
+        return rows
+
+    @staticmethod
+    async def prime(url: str, factory: RequestFactory, stream: bool, size: int, concurrency: int) -> None:
+        """Serve each session of a pool once, with other messages than the measured requests'."""
+        primer = partial(_shifted, factory, PRIMER_OFFSET)
+        await run_each(url, primer, size, concurrency=concurrency, stream=stream)
+
+    async def cold(self, results: dict[tuple[str, int], list[Result]], concurrency: int, round_no: int) -> None:
+        """(j): (d)'s request on a fresh pool, each session served once."""
+        url, factory, _ = self.targets(await self.fresh_pool(50, self.pool_size))["d proxy delta 50"]
+        cold = await self.with_misses(
+            run_each(url, factory, self.pool_size, concurrency=concurrency, meter=self.procs.cpu)
+        )
+        self.note(results, COLD, concurrency, round_no, cold)
 
     async def with_misses(self, run: Awaitable[Result]) -> Result:
         """`run`'s result, with the share of the proxy's session loads meanwhile that missed its cache."""
@@ -262,8 +298,10 @@ async def main_async(quick: bool, rounds: int, pool: int) -> None:
             f"machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Python {sys.version.split()[0]}"
         )
         print(
-            f"(d), (e), (f-d), (g): a fresh pool of {pool} sessions of 50 turns per round and concurrency, "
-            "each session served once before (d), (e), (f-d), (h), (i) are measured; (j): the cold loads"
+            f"c=1: the rows interleaved in slices of {SLICE_S} s; (d), (e), (f-d), (h), (i), (k) each on a fresh "
+            f"pool of {min(pool, ONE_CLIENT_POOL)} sessions of 50 turns a round ((g) on (d)'s names). c=32: row "
+            f"after row; (d), (e), (f-d), (g) on one fresh pool of {pool} a round, (h), (i), (k) on their own. "
+            "Each session served once before a row of warm turns is measured; (j): the cold loads"
         )
         results = await bench.rounds(rounds)
         print("\n" + table(results))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -12,6 +12,13 @@ import aiohttp
 RequestFactory = Callable[[int], tuple[bytes, dict[str, str]]]
 CpuMeter = Callable[[], dict[str, int]]
 """Cumulative CPU nanoseconds by process name (see `bench.procs.cpu_ns`)."""
+CacheCounts = Callable[[], Awaitable[tuple[float, float]]]
+"""The proxy's path-cache hits and misses so far."""
+Target = tuple[str, RequestFactory, bool]
+"""(URL, request factory, streamed?)"""
+SETTLE_S = 0.002
+"""The pause before a slice's closing CPU reading: the work a server does after its last answer
+(a journal write once the body is sent) lands in the slice that caused it."""
 
 
 @dataclass
@@ -113,6 +120,61 @@ async def run_each(
         if meter is not None and count:
             result.cpu_ms = _per_request(cpu_from, meter(), count)
     return result
+
+
+async def run_interleaved(
+    targets: Mapping[str, Target],
+    *,
+    duration: float,
+    slice_s: float,
+    meter: CpuMeter,
+    cache_counts: CacheCounts | None = None,
+) -> dict[str, Result]:
+    """One client, the targets taking turns in slices of `slice_s` until each has had `duration`
+    of measured time, so that a drift of the machine's speed over the run (what runs on the core's
+    sibling, the clock) hits them all alike and their ratios hold. Target by target in a row of
+    its own, a c=1 CPU figure moved by up to a third from round to round.
+
+    A first round of slices warms every connection up, unmeasured. In each slice the first request
+    takes what the previous target left behind and is not measured; CPU and the cache counts are
+    read after it and, `SETTLE_S` after its last answer, at the slice's end."""
+    results = {name: Result() for name in targets}
+    cpu = {name: dict.fromkeys(meter(), 0) for name in targets}
+    cache = {name: [0.0, 0.0] for name in targets}
+    counter = 0
+    https = {name: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) for name in targets}
+    try:
+        for slice_no in range(1 + max(1, round(duration / slice_s))):
+            for name, (url, make_request, stream) in targets.items():
+                http, result = https[name], results[name]
+                counter += 1
+                await _post(http, url, *make_request(counter))
+                counts_from = await cache_counts() if cache_counts else (0.0, 0.0)
+                cpu_from, started = meter(), time.perf_counter()
+                while (ended := time.perf_counter()) - started < slice_s:
+                    counter += 1
+                    timing = await _post(http, url, *make_request(counter))
+                    if slice_no:
+                        result.add(timing, stream=stream)
+                await asyncio.sleep(SETTLE_S)
+                cpu_to = meter()
+                counts_to = await cache_counts() if cache_counts else (0.0, 0.0)
+                if slice_no:
+                    result.seconds += ended - started
+                    for process, ns in cpu_to.items():
+                        cpu[name][process] += ns - cpu_from[process]
+                    cache[name] = [
+                        total + to - since for total, to, since in zip(cache[name], counts_to, counts_from, strict=True)
+                    ]
+    finally:
+        for http in https.values():
+            await http.close()
+    for name, result in results.items():
+        served = len(result.latencies) + result.errors
+        result.cpu_ms = {process: ns / served / 1e6 for process, ns in cpu[name].items()} if served else {}
+        hits, misses = cache[name]
+        result.cache_misses = misses / (hits + misses) if hits + misses else None
+    return results
 
 
 def _per_request(cpu_from: dict[str, int], cpu_to: dict[str, int], count: int) -> dict[str, float]:
