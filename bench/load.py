@@ -139,7 +139,8 @@ async def run_interleaved(
     takes what the previous target left behind and is not measured; CPU and the cache counts are
     read after it and, `SETTLE_S` after its last answer, at the slice's end."""
     results = {name: Result() for name in targets}
-    cpu = {name: dict.fromkeys(meter(), 0) for name in targets}
+    processes = meter()
+    cpu = {name: dict.fromkeys(processes, 0) for name in targets}
     cache = {name: [0.0, 0.0] for name in targets}
     counter = 0
     https = {name: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) for name in targets}
