@@ -93,8 +93,9 @@ class History:
     message_count: int
     settled_json: tuple[bytes, ...]
     """Every unit but the last, as sent, serialized: reused byte for byte on every request.
-    In chunks (comma-joined messages each), one per extension, so a turn never copies the
-    whole: the upstream body is the one copy (`compose_json`, `forward.upstream_body`)."""
+    In chunks (comma-joined messages each), each smaller than the one before (`_with_chunk`):
+    a turn copies little more than what it settled, amortized, and a request joins a few
+    chunks, not one per turn (`compose_json`, `forward.upstream_body`)."""
     settled_marks: bool = False
     """Whether a settled chunk may hold another API's marks (`has_marks`, once per chunk)."""
 
@@ -232,7 +233,7 @@ def extend_history(history: History, turns: Sequence[Turn]) -> History:
     last = history.units[-1]
     regrouped = group_units([*last.turns, *completed])
     newly_settled = _settled_json(regrouped[:-1])
-    settled = (*history.settled_json, newly_settled) if newly_settled else history.settled_json
+    settled = _with_chunk(history.settled_json, newly_settled) if newly_settled else history.settled_json
     return History(
         _latest_leading(history.window, completed),
         (*history.units[:-1], *regrouped),
@@ -241,6 +242,16 @@ def extend_history(history: History, turns: Sequence[Turn]) -> History:
         settled,
         history.settled_marks or has_marks(newly_settled),
     )
+
+
+def _with_chunk(chunks: tuple[bytes, ...], new: bytes) -> tuple[bytes, ...]:
+    """`chunks` then `new`, the last ones merged while one is no larger than the one after it.
+    Like a binary counter's digits: n turns' chunks of one size come to at most log2(n) + 1,
+    and each byte is copied at most that many times over the session's life."""
+    kept = list(chunks)
+    while kept and len(kept[-1]) <= len(new):
+        new = kept.pop() + b"," + new
+    return (*kept, new)
 
 
 def group_units(turns: Sequence[Turn]) -> list[Unit]:

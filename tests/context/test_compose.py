@@ -140,3 +140,19 @@ def test_extending_a_history_equals_building_it_whole() -> None:
             b",".join(whole.settled_json),
         )
         assert compose_json(grown, []) == compose_json(whole, [])
+
+
+def test_a_long_session_keeps_few_settled_chunks() -> None:
+    turns = [turn(n, f"u{n}") for n in range(300)]
+    grown = build_history(Window(), turns[:1])
+    most = 0
+    for t in turns[1:]:
+        grown = extend_history(grown, [t])
+        sizes = [len(chunk) for chunk in grown.settled_json]
+        each_smaller = all(a > b for a, b in zip(sizes, sizes[1:]))
+        assert each_smaller
+        most = max(most, len(sizes))
+    assert most <= 9  # log2(299 settled units) + 1
+    whole = build_history(Window(), turns)
+    assert b",".join(grown.settled_json) == b",".join(whole.settled_json)
+    assert compose_json(grown, []) == compose_json(whole, [])
