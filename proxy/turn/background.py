@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from proxy.compaction import Landing
 from proxy.compaction.strategies import CompactionInput, Strategy, StrategyError, Summarizer
 from proxy.context.budget import Budget
-from proxy.context.tokens import Encoder
+from proxy.context.tokens import Encoder, count_text
 from proxy.context.window import archive_uri
 from proxy.sessions import Identity
 from proxy.store import Store
@@ -45,7 +46,7 @@ def background_job(
         history = current.history
         data = CompactionInput(
             history, budget, 0, summarizer, archive_uri(history.window.next_id),
-            lambda text: len(encoder.encode_ordinary(text)),
+            partial(count_text, encoder),
         )  # fmt: skip
         started = time.perf_counter()
         try:

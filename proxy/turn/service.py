@@ -27,7 +27,7 @@ from proxy.compaction.strategies.server import on_route, with_server_params
 from proxy.context.budget import Budget, ContextTooLarge
 from proxy.context.model import ChatRequest
 from proxy.context.refusals import refusal_text, refused_window
-from proxy.context.tokens import Encoder
+from proxy.context.tokens import Encoder, count_text
 from proxy.context.window import archive_uri
 from proxy.context_tools.service import ContextTools, Fill, Prepared
 from proxy.errors import ContextBuilderFailed, ProxyError, UpstreamTimeout, UpstreamUnavailable
@@ -152,7 +152,7 @@ class TurnService:
             summarizer=estimating_summarizer(
                 plan.encoder, model=compression_model, max_tokens=d.settings.context.max_tokens_for(compression_model)
             ),
-            count_text=lambda text: len(plan.encoder.encode_ordinary(text)),
+            count_text=partial(count_text, plan.encoder),
             breaker=Breaker(),
             usage=None,
             preference=d.settings.context.usage_preference,
@@ -332,7 +332,7 @@ class TurnService:
         overflow = Overflow(
             strategy=plan.strategy,
             summarizer=plan.summarizer,
-            count_text=lambda text: len(plan.encoder.encode_ordinary(text)),
+            count_text=partial(count_text, plan.encoder),
             breaker=conversation.breaker,
             usage=conversation.usage,
             preference=self.deps.settings.context.usage_preference,

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import subprocess
 import sys
 import threading
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 import tiktoken
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from proxy.context.tokens import FALLBACK_ENCODING, TokenCounter, count_message, request_overhead
@@ -267,3 +269,85 @@ def test_any_json_in_any_field_is_counted(
         {**message, "tool_calls": [{**call, "function": function}]},
     ):
         assert count_message(encoder, odd) >= 3  # type: ignore[arg-type]
+
+
+_ASCII_TEXT = st.lists(
+    st.one_of(
+        st.characters(min_codepoint=0, max_codepoint=127),
+        st.sampled_from(
+            ["'", "'S", "'ll", "'Ve", "'D", " the", "  ", "\r\n", "\n\n", "1234", "ABCdef", "Ab", "x/", "?!\n", "\t "]
+        ),
+        st.sampled_from("aZ"),
+    ),
+    max_size=40,
+).map("".join)
+"""ASCII text, every character (controls too) and the runs the patterns treat apart."""
+
+
+def _with_pattern(pattern: str) -> Any:
+    """The offline ranks under another encoding's pattern: its split is what is checked."""
+    from proxy.context.tokens import _offline
+
+    ranks = {
+        base64.b64decode(token): int(rank)
+        for token, rank in (
+            line.split()
+            for line in (resources.files("tiktoken_ext") / "data" / "cl100k_base.tiktoken").read_bytes().splitlines()
+            if line
+        )
+    }
+    assert _offline().name == FALLBACK_ENCODING
+    return tiktoken.Encoding("pattern_check", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+
+
+def _o200k_pattern() -> str:
+    """tiktoken's own o200k pattern (its ranks are not here: only the pattern is read)."""
+    from unittest import mock
+
+    import tiktoken_ext.openai_public as public
+
+    with mock.patch.object(public, "load_tiktoken_bpe", return_value={}):
+        return str(public.o200k_base()["pat_str"])
+
+
+_O200K = None
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_ASCII_TEXT)
+@example(text="  \x1f x\x1c\n\x0b  y  ")  # Python's `\\s` takes \x1c-\x1f, Unicode's does not
+@example(text="I'Ll say it's 12345 o'CLOCK\r\n\n  ")
+def test_ascii_text_counts_as_tiktoken_counts_it(text: str) -> None:
+    """The split's pieces encode to tiktoken's very tokens (a wrong split may still count alike)."""
+    from proxy.context.tokens import _ASCII_PATTERNS, _AsciiPieces, _offline
+
+    global _O200K
+    if _O200K is None:
+        _O200K = _with_pattern(_o200k_pattern())
+    for encoder in (_offline(), _O200K):
+        pieces = _ASCII_PATTERNS[encoder._pat_str].findall(text)
+        assert [t for piece in pieces for t in encoder._encode_single_piece(piece)] == encoder.encode_ordinary(text)
+        counter = _AsciiPieces.of(encoder)
+        assert counter is not None and counter.count(text) == len(encoder.encode_ordinary(text))
+
+
+def test_counting_text_takes_the_quick_way_for_ascii_and_tiktoken_for_the_rest() -> None:
+    from proxy.context.tokens import _PIECES, _offline, count_text
+
+    encoder = _offline()
+    code = (Path(__file__).parents[2] / "proxy" / "turn" / "service.py").read_text()
+    assert code.isascii() and count_text(encoder, code) == len(encoder.encode_ordinary(code))
+    assert _PIECES[encoder.name] is not None
+    assert count_text(encoder, SAMPLE) == len(encoder.encode_ordinary(SAMPLE))  # not ASCII: tiktoken's own
+    other = _with_pattern(r"\s+|\S+")  # a pattern without an ASCII split: tiktoken's own
+    assert count_text(other, "a  b c") == len(other.encode_ordinary("a  b c"))
+    assert _PIECES[other.name] is None
+
+
+def test_the_quick_count_rests_on_a_private_method_that_this_tiktoken_still_has() -> None:
+    """`_AsciiPieces` encodes a piece with `Encoding._encode_single_piece`: if tiktoken drops it,
+    counting falls back to `encode_ordinary` (slower, the same counts) and this test says so."""
+    from proxy.context.tokens import _offline
+
+    assert callable(getattr(_offline(), "_encode_single_piece", None))
+    assert _offline()._encode_single_piece("hello") == _offline().encode_ordinary("hello")  # type: ignore[attr-defined]
