@@ -276,13 +276,16 @@ _ASCII_PATTERNS = {
 text: `\\p{L}` is `[A-Za-z]` there (`\\p{Lu}` `[A-Z]`, `\\p{Ll}` `[a-z]`, no marks or other
 letters), `\\p{N}` `[0-9]`, and `$` the end (`\\Z`)."""
 _MAX_PIECES = 20_000
+_PIECE_CHARS = 64
+"""Longer pieces (a run of letters or symbols) are encoded each time: the remembered ones
+stay small (20,000 of at most 64 characters, about 3 MB an encoding), whatever a client sends."""
 
 
 class _AsciiPieces:
     """Counts ASCII text as tiktoken does, in 0.6-0.7 of its time: tiktoken splits text with its
     pattern, then encodes each piece on its own; here Python's `re` splits (its engine is
     quicker than tiktoken's for these patterns) and each piece's count is remembered (text
-    repeats its words). Only for an encoding whose pattern is one of `_ASCII_PATTERNS`, and if this
+    repeats its words; from the tokenizer threads too: at worst a piece is encoded twice). Only for an encoding whose pattern is one of `_ASCII_PATTERNS`, and if this
     tiktoken still encodes a piece alone (`_encode_single_piece`, private: pinned by
     `tests/context/test_tokens.py`, which also checks the counts against tiktoken's)."""
 
@@ -304,9 +307,10 @@ class _AsciiPieces:
             tokens = counts.get(piece)
             if tokens is None:
                 tokens = len(self._encode_piece(piece))
-                if len(counts) >= _MAX_PIECES:
-                    counts.clear()
-                counts[piece] = tokens
+                if len(piece) <= _PIECE_CHARS:
+                    if len(counts) >= _MAX_PIECES:
+                        counts.clear()
+                    counts[piece] = tokens
             total += tokens
         return total
 

@@ -351,3 +351,15 @@ def test_the_quick_count_rests_on_a_private_method_that_this_tiktoken_still_has(
 
     assert callable(getattr(_offline(), "_encode_single_piece", None))
     assert _offline()._encode_single_piece("hello") == _offline().encode_ordinary("hello")  # type: ignore[attr-defined]
+
+
+def test_only_short_pieces_are_remembered() -> None:
+    from proxy.context.tokens import _PIECE_CHARS, _AsciiPieces, _offline
+
+    encoder = _offline()
+    pieces = _AsciiPieces.of(encoder)
+    assert pieces is not None
+    long_run = "x" * (_PIECE_CHARS + 1)
+    text = f"a {long_run} b"
+    assert pieces.count(text) == pieces.count(text) == len(encoder.encode_ordinary(text))
+    assert set(pieces._counts) == {"a", " b"}  # the run went through tiktoken, both times
