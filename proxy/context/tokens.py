@@ -285,9 +285,10 @@ class _AsciiPieces:
     """Counts ASCII text as tiktoken does, in 0.6-0.7 of its time: tiktoken splits text with its
     pattern, then encodes each piece on its own; here Python's `re` splits (its engine is
     quicker than tiktoken's for these patterns) and each piece's count is remembered (text
-    repeats its words; from the tokenizer threads too: at worst a piece is encoded twice). Only for an encoding whose pattern is one of `_ASCII_PATTERNS`, and if this
-    tiktoken still encodes a piece alone (`_encode_single_piece`, private: pinned by
-    `tests/context/test_tokens.py`, which also checks the counts against tiktoken's)."""
+    repeats its words; the tokenizer threads share them, and at worst encode a piece twice).
+    Only for an encoding whose pattern is one of `_ASCII_PATTERNS`, and if this tiktoken still
+    encodes a piece alone (`_encode_single_piece`, private: pinned by
+    `tests/context/test_tokens.py`, which also checks the tokens against tiktoken's)."""
 
     def __init__(self, split: re.Pattern[str], encode_piece: Any) -> None:
         self._split = split.findall
