@@ -244,8 +244,9 @@ def _text_tokens(encoder: Encoder, value: Any) -> int:
 
 def count_text(encoder: Encoder, text: str) -> int:
     """`len(encoder.encode_ordinary(text))`; ASCII text by `_AsciiPieces` where it applies."""
-    pieces = _PIECES.get(encoder.name, _UNSEEN)
-    if pieces is _UNSEEN:
+    try:
+        pieces = _PIECES[encoder.name]
+    except KeyError:
         pieces = _PIECES[encoder.name] = _AsciiPieces.of(encoder)
     if pieces is not None and text.isascii():
         return pieces.count(text)
@@ -316,7 +317,6 @@ class _AsciiPieces:
         return total
 
 
-_UNSEEN = _AsciiPieces(re.compile(""), None)
 _PIECES: dict[str, _AsciiPieces | None] = {}
 """By encoding name: its `_AsciiPieces`, or None where they do not apply."""
 

@@ -284,7 +284,7 @@ _ASCII_TEXT = st.lists(
 """ASCII text, every character (controls too) and the runs the patterns treat apart."""
 
 
-def _with_pattern(pattern: str) -> Any:
+def _with_pattern(pattern: str, name: str) -> Any:
     """The offline ranks under another encoding's pattern: its split is what is checked."""
     from proxy.context.tokens import _offline
 
@@ -297,7 +297,7 @@ def _with_pattern(pattern: str) -> Any:
         )
     }
     assert _offline().name == FALLBACK_ENCODING
-    return tiktoken.Encoding("pattern_check", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    return tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
 
 
 def _o200k_pattern() -> str:
@@ -323,7 +323,7 @@ def test_ascii_text_counts_as_tiktoken_counts_it(text: str) -> None:
 
     global _O200K
     if _O200K is None:
-        _O200K = _with_pattern(_o200k_pattern())
+        _O200K = _with_pattern(_o200k_pattern(), "o200k_split_check")
     for encoder in (_offline(), _O200K):
         pieces = _ASCII_PATTERNS[encoder._pat_str].findall(text)
         assert [t for piece in pieces for t in encoder._encode_single_piece(piece)] == encoder.encode_ordinary(text)
@@ -339,7 +339,7 @@ def test_counting_text_takes_the_quick_way_for_ascii_and_tiktoken_for_the_rest()
     assert code.isascii() and count_text(encoder, code) == len(encoder.encode_ordinary(code))
     assert _PIECES[encoder.name] is not None
     assert count_text(encoder, SAMPLE) == len(encoder.encode_ordinary(SAMPLE))  # not ASCII: tiktoken's own
-    other = _with_pattern(r"\s+|\S+")  # a pattern without an ASCII split: tiktoken's own
+    other = _with_pattern(r"\s+|\S+", "no_ascii_split")  # a pattern without an ASCII split: tiktoken's own
     assert count_text(other, "a  b c") == len(other.encode_ordinary("a  b c"))
     assert _PIECES[other.name] is None
 
